@@ -1,0 +1,78 @@
+"""Every error lmcache-compat raises derives from :class:`LMCacheCompatError`.
+
+Messages are written for the person reading a log at 3 a.m.: they name what is missing or wrong,
+on which class, the installed LMCache version, and how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LMCacheCompatError",
+    "LMCacheVersionError",
+    "MalformedResultError",
+    "MissingCapabilityError",
+    "NotAnEngineError",
+]
+
+
+class LMCacheCompatError(Exception):
+    """Base class of every error raised by lmcache-compat itself.
+
+    Errors raised *by the engine* are never wrapped: they propagate unchanged.
+    """
+
+
+class MissingCapabilityError(LMCacheCompatError):
+    """A capability the caller requires is not offered by the engine's class.
+
+    Raised by :class:`~lmcache_compat.ConnectorAdapter` at construction for ``require=``, or when a
+    missing optional method is called on an adapter built with ``strict=True``.
+    """
+
+    def __init__(
+        self,
+        capability: str,
+        *,
+        member: str,
+        cls_name: str,
+        installed: str | None,
+        since: str,
+    ) -> None:
+        self.capability = capability
+        self.member = member
+        self.cls_name = cls_name
+        self.installed = installed
+        self.since = since
+        super().__init__(
+            f"LMCache capability {capability!r} ({member}) is missing on class {cls_name}; "
+            f"installed LMCache version: {installed or 'unknown'}; "
+            f"first LMCache release that has it: {since}.\n"
+            f"HINT: pip install -U 'lmcache>={since}'"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:  # keep pickling (multiprocessing) working
+        return (
+            _rebuild_missing,
+            (self.capability, self.member, self.cls_name, self.installed, self.since),
+        )
+
+
+def _rebuild_missing(
+    capability: str, member: str, cls_name: str, installed: str | None, since: str
+) -> MissingCapabilityError:
+    return MissingCapabilityError(
+        capability, member=member, cls_name=cls_name, installed=installed, since=since
+    )
+
+
+class NotAnEngineError(LMCacheCompatError, TypeError):
+    """The object lacks methods that every LMCache release has, so it is not an engine of
+    the expected kind (or it is a mock without ``spec=``)."""
+
+
+class MalformedResultError(LMCacheCompatError, TypeError):
+    """The engine returned a value of the wrong shape (e.g. block ids that are not ints)."""
+
+
+class LMCacheVersionError(LMCacheCompatError, ValueError):
+    """A version string could not be parsed as a PEP 440 version."""

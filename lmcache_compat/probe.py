@@ -1,0 +1,294 @@
+"""Probing a live object or class, with no side effects.
+
+The probe reads class ``__dict__`` entries along the MRO, the way attribute lookup finds them,
+and never calls ``getattr`` on the object: no engine method is called, no property or other
+descriptor is evaluated, and a permissive ``__getattr__`` is never consulted. A class attribute
+counts as a method only if it is a function, a static/class method, a C method, or a callable
+object without ``__get__``; properties and other descriptors (``cached_property``...) never carry
+a capability, and neither does a non-callable attribute such as ``shutdown = None``.
+
+Documented results for odd objects:
+
+* Instance attributes are not considered: capabilities belong to the class and are cached per
+  class. (An adapter still binds whatever ``getattr`` returns for a method the class has.)
+* ``unittest.mock`` mocks are probed as their ``spec`` class (``Mock(spec=Engine)``); a mock
+  without a class spec has no capabilities and is not an engine, however permissive it is.
+* A method whose signature cannot be read (some C callables) is taken to accept any call.
+* Results are cached per class in a weak dictionary (never per instance; nothing pins an
+  engine or its class alive). If you patch a class after probing it, call
+  :func:`clear_probe_cache`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import types
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, cast
+
+from lmcache_compat.catalog import CATALOG, CONNECTOR_CORE_METHODS, Capability
+from lmcache_compat.surface import MethodFacts, Param, ParamKind, capabilities_of
+
+__all__ = [
+    "Capabilities",
+    "ClassFacts",
+    "class_facts",
+    "clear_probe_cache",
+    "live_surface",
+    "probe",
+    "probe_target",
+]
+
+
+class Capabilities:
+    """The immutable result of :func:`probe`: which catalog capabilities a class offers.
+
+    ``Capability.KV_EVENTS in caps`` (or ``"kv_events" in caps``), iteration in catalog order over
+    the capabilities present, ``len()``, and :meth:`as_dict` over the whole catalog.
+    """
+
+    __slots__ = ("_present", "cls_name")
+
+    _present: frozenset[Capability]
+    cls_name: str
+
+    def __init__(self, present: Iterable[Capability], cls_name: str = "<unknown>") -> None:
+        object.__setattr__(self, "_present", frozenset(Capability(c) for c in present))
+        object.__setattr__(self, "cls_name", cls_name)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Capabilities is immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("Capabilities is immutable")
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, Capability):
+            return item in self._present
+        if isinstance(item, str):
+            try:
+                return Capability(item) in self._present
+            except ValueError:
+                return False
+        return False
+
+    def __iter__(self) -> Iterator[Capability]:
+        return (c for c in Capability if c in self._present)
+
+    def __len__(self) -> int:
+        return len(self._present)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Capabilities):
+            return self._present == other._present
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._present)
+
+    def __repr__(self) -> str:
+        names = ", ".join(c.value for c in self)
+        return f"Capabilities({self.cls_name}: {names or 'none'})"
+
+    @property
+    def missing(self) -> frozenset[Capability]:
+        """The catalog capabilities this class does not offer."""
+        return frozenset(Capability) - self._present
+
+    def as_dict(self) -> dict[str, bool]:
+        """Every catalog capability's name -> whether it is present, in catalog order."""
+        return {c.value: c in self._present for c in Capability}
+
+
+class ClassFacts:
+    """Everything an adapter needs to know about a class, computed once per class."""
+
+    __slots__ = ("capabilities", "cls_name", "missing_core")
+
+    def __init__(self, capabilities: Capabilities, missing_core: tuple[str, ...]) -> None:
+        self.capabilities = capabilities
+        self.cls_name = capabilities.cls_name
+        self.missing_core = missing_core
+
+
+_MISSING: Final = object()
+_CACHE: weakref.WeakKeyDictionary[type, ClassFacts] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+_NAMES_OF_INTEREST: Final = tuple(
+    dict.fromkeys([row.method for row in CATALOG] + list(CONNECTOR_CORE_METHODS))
+)
+
+# Python 3.14 evaluates annotations lazily (PEP 649/749); ask for their source text there so a
+# probe never runs annotation code. Earlier versions store strings or objects as written.
+_SIGNATURE_KW: dict[str, Any] = {}
+if sys.version_info >= (3, 14):  # pragma: no cover - exercised on 3.14 only
+    import annotationlib
+
+    _SIGNATURE_KW["annotation_format"] = annotationlib.Format.STRING
+
+
+def qualname(cls: type) -> str:
+    """``module.QualName`` of a class, read from its ``__dict__`` only."""
+    module = cls.__dict__.get("__module__", "?")
+    name = cls.__dict__.get("__qualname__", cls.__name__)
+    return f"{module}.{name}"
+
+
+def _is_mock_class(cls: type) -> bool:
+    return any(
+        k.__dict__.get("__module__") == "unittest.mock" and k.__name__ == "NonCallableMock"
+        for k in cls.__mro__
+    )
+
+
+def probe_target(obj: object) -> type:
+    """The class whose surface stands for ``obj``: ``obj`` itself if it is a class, the spec
+    class of a ``unittest.mock`` mock, otherwise ``type(obj)`` (never ``obj.__class__``, which
+    an object may fake)."""
+    cls = type(obj)
+    if issubclass(cls, type):  # isinstance() would consult a faked __class__
+        return cast(type, obj)
+    if _is_mock_class(cls):
+        spec = object.__getattribute__(obj, "__dict__").get("_spec_class")
+        if isinstance(spec, type):
+            return spec
+    return cls
+
+
+def _lookup(cls: type, name: str) -> object:
+    for klass in cls.__mro__:
+        if klass is object:
+            break
+        value = klass.__dict__.get(name, _MISSING)
+        if value is not _MISSING:
+            return value
+    return _MISSING
+
+
+_KIND: Final[dict[Any, ParamKind]] = {}
+
+
+def _facts(raw: object) -> MethodFacts | None:
+    """Facts of one class-``__dict__`` entry, or ``None`` if it is not a method."""
+    if not _KIND:
+        _KIND.update(
+            {
+                inspect.Parameter.POSITIONAL_ONLY: "positional_only",
+                inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+                inspect.Parameter.VAR_POSITIONAL: "var_positional",
+                inspect.Parameter.KEYWORD_ONLY: "keyword_only",
+                inspect.Parameter.VAR_KEYWORD: "var_keyword",
+            }
+        )
+    drop_first = True
+    func: object
+    if isinstance(raw, staticmethod):
+        func, drop_first = raw.__func__, False
+    elif isinstance(raw, classmethod):
+        func = raw.__func__
+    elif isinstance(
+        raw,
+        (
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodDescriptorType,
+            types.WrapperDescriptorType,
+        ),
+    ):
+        func = raw
+    elif hasattr(type(raw), "__get__"):
+        # property, cached_property, partialmethod, custom descriptors: what attribute access
+        # would return is only known by running __get__, which a probe never does.
+        return None
+    elif callable(raw):
+        func, drop_first = raw, False
+    else:
+        return None
+    try:
+        sig = inspect.signature(func, **_SIGNATURE_KW)  # type: ignore[arg-type,unused-ignore]
+    except Exception:  # C callables without text signatures, broken __signature__ ...
+        return MethodFacts(None, None)
+    params = list(sig.parameters.values())
+    if (
+        drop_first
+        and params
+        and params[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    ):
+        params = params[1:]
+    returns: str | None
+    ann = sig.return_annotation
+    if ann is inspect.Signature.empty:
+        returns = None
+    elif isinstance(ann, str):
+        returns = ann
+    else:
+        returns = inspect.formatannotation(ann)
+    return MethodFacts(
+        tuple(Param(p.name, _KIND[p.kind], p.default is not p.empty) for p in params),
+        returns,
+    )
+
+
+def live_surface(cls: type, names: Iterable[str] | None = None) -> dict[str, MethodFacts]:
+    """The methods of ``cls`` (public ones and ``__init__``, or just ``names``) with their facts,
+    read from class ``__dict__`` entries without evaluating anything."""
+    if names is None:
+        seen: dict[str, None] = {}
+        for klass in cls.__mro__:
+            if klass is object:
+                break
+            for name in klass.__dict__:
+                if not name.startswith("_") or name == "__init__":
+                    seen.setdefault(name, None)
+        names = seen
+    surface: dict[str, MethodFacts] = {}
+    for name in names:
+        raw = _lookup(cls, name)
+        if raw is _MISSING:
+            continue
+        facts = _facts(raw)
+        if facts is not None:
+            surface[name] = facts
+    return surface
+
+
+def _compute(cls: type) -> ClassFacts:
+    surface = live_surface(cls, _NAMES_OF_INTEREST)
+    missing_core = tuple(
+        name
+        for name, params in CONNECTOR_CORE_METHODS.items()
+        if name not in surface or not surface[name].accepts_positional(len(params))
+    )
+    return ClassFacts(Capabilities(capabilities_of(surface), qualname(cls)), missing_core)
+
+
+def class_facts(obj: object) -> ClassFacts:
+    """Cached :class:`ClassFacts` of ``obj``'s probe target. Thread-safe."""
+    cls = probe_target(obj)
+    try:
+        return _CACHE[cls]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable or non-weakrefable metaclass: compute, don't cache
+        return _compute(cls)
+    facts = _compute(cls)
+    with _LOCK:
+        return _CACHE.setdefault(cls, facts)
+
+
+def probe(obj: object) -> Capabilities:
+    """The catalog capabilities of ``obj`` (an instance or a class), without side effects."""
+    return class_facts(obj).capabilities
+
+
+def clear_probe_cache() -> None:
+    """Forget every cached probe result (after patching a probed class)."""
+    with _LOCK:
+        _CACHE.clear()

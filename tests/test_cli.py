@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import lmcache_compat.doctor as doctor_mod
+from lmcache_compat import __version__
+from lmcache_compat.cli import main
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lmcache_compat", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_doctor_runs_as_a_module_and_as_json() -> None:
+    r = _run("doctor")
+    assert r.returncode == 0, r.stderr
+    assert "lmcache-compat doctor" in r.stdout
+    assert "load_error_reporting" in r.stdout
+    assert "not probed" in r.stdout
+    j = _run("doctor", "--json")
+    assert j.returncode == 0
+    report = json.loads(j.stdout)
+    assert report["lmcache_compat"] == __version__
+    assert {c["capability"] for c in report["capabilities"]} >= {"kv_events", "shutdown"}
+    assert "not probed" in report["capabilities_basis"]
+
+
+def test_doctor_without_lmcache_or_vllm(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(doctor_mod, "installed_distribution_version", lambda name: None)
+    monkeypatch.setattr(doctor_mod, "installed_lmcache_version", lambda: None)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "LMCache         not installed" in out
+    assert "vLLM            not installed" in out
+    assert "LMCache is not installed" in out
+
+
+def test_doctor_with_an_old_release(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from packaging.version import Version
+
+    monkeypatch.setattr(
+        doctor_mod,
+        "installed_distribution_version",
+        lambda name: {"lmcache": "0.3.9", "vllm": "0.32.0"}.get(name),
+    )
+    monkeypatch.setattr(doctor_mod, "installed_lmcache_version", lambda: Version("0.3.9"))
+    assert main(["doctor", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    exp = {c["capability"]: c["expected"] for c in report["capabilities"]}
+    assert exp["inference_info"] == "yes"
+    assert exp["load_error_reporting"] == "no"
+    assert report["vllm"] == "0.32.0"
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "KV load failures cannot be detected" in out
+
+
+def test_doctor_with_garbage_metadata(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lmcache_compat.errors import LMCacheVersionError
+
+    def bad() -> None:
+        raise LMCacheVersionError(
+            "installed lmcache distribution: 'banana' is not a PEP 440 version"
+        )
+
+    monkeypatch.setattr(
+        doctor_mod,
+        "installed_distribution_version",
+        lambda name: "banana" if name == "lmcache" else None,
+    )
+    monkeypatch.setattr(doctor_mod, "installed_lmcache_version", bad)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "banana" in out and "unknown" in out
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    with pytest.raises(SystemExit) as info:
+        main(["no-such-command"])
+    assert info.value.code == 2
