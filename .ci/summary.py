@@ -16,8 +16,10 @@ def main(work_dir: str) -> int:
         counts = {k: sum(int(s.get(k, 0)) for s in suites) for k in totals}
         for key in totals:
             totals[key] += counts[key]
-        print(f"ci: {report.stem[len('junit-'):]:<24} {counts['tests']:5d} tests, "
-              f"{counts['failures'] + counts['errors']} failed, {counts['skipped']} skipped")
+        print(
+            f"ci: {report.stem[len('junit-') :]:<24} {counts['tests']:5d} tests, "
+            f"{counts['failures'] + counts['errors']} failed, {counts['skipped']} skipped"
+        )
     failed = totals["failures"] + totals["errors"]
     passed = totals["tests"] - failed - totals["skipped"]
     print(f"{passed} passed, {failed} failed, {totals['skipped']} skipped")
