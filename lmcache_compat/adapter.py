@@ -20,7 +20,12 @@ from lmcache_compat.catalog import (
     CapabilitySpec,
     spec_for,
 )
-from lmcache_compat.errors import MalformedResultError, MissingCapabilityError, NotAnEngineError
+from lmcache_compat.errors import (
+    LMCacheCompatError,
+    MalformedResultError,
+    MissingCapabilityError,
+    NotAnEngineError,
+)
 from lmcache_compat.probe import Capabilities, class_facts
 from lmcache_compat.versions import installed_distribution_version
 
@@ -102,6 +107,17 @@ _CHECKS: dict[Capability, Callable[[Callable[[], Any], str, str | None], Callabl
 }
 
 
+def first_release(spec: CapabilitySpec) -> str:
+    """The release a ``pip install -U 'lmcache>=X'`` hint names: from the shipped release matrix
+    (the first release from which on every release has it), else the catalog's ``since``."""
+    from lmcache_compat.matrix import load_matrix
+
+    try:
+        return load_matrix().since(spec.capability) or spec.since
+    except LMCacheCompatError:  # a broken data file must not mask the real error
+        return spec.since
+
+
 def _missing_error(
     spec: CapabilitySpec, cls_name: str, version: str | None
 ) -> MissingCapabilityError:
@@ -110,7 +126,7 @@ def _missing_error(
         member=spec.member,
         cls_name=cls_name,
         installed=version,
-        since=spec.since,
+        since=first_release(spec),
     )
 
 

@@ -1,13 +1,24 @@
-"""The ``lmcache-compat`` command line."""
+"""The ``lmcache-compat`` command line.
+
+Exit statuses: 0 success; 1 ``diff --fail-on-breaking`` found a breaking change; 2 usage error;
+3 scan target not found / not installed; 4 not an LMCache release; 5 unreadable, unsafe or
+oversized archive; 6 undecodable or unparseable Python source.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2))
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -15,10 +26,91 @@ def _doctor(args: argparse.Namespace) -> int:
 
     report = doctor_report()
     if args.json:
-        print(json.dumps(report, indent=2))
+        _print_json(report)
     else:
         print(format_doctor(report))
     return 0
+
+
+def _format_scan(data: dict[str, Any]) -> str:
+    lines = [
+        f"source:          {data['source']}",
+        f"LMCache version: {data['lmcache_version'] or 'unknown'}",
+    ]
+    if "vllm_version" in data:
+        lines.append(f"vLLM version:    {data['vllm_version'] or 'unknown'}")
+    present = [c for c, v in data["capabilities"].items() if v]
+    absent = [c for c, v in data["capabilities"].items() if not v]
+    lines.append(f"capabilities:    {', '.join(present) or 'none'}")
+    lines.append(f"absent:          {', '.join(absent) or 'none'}")
+    if data["missing_classes"]:
+        lines.append(f"classes absent:  {', '.join(data['missing_classes'])}")
+    for cls, methods in data["surfaces"].items():
+        lines.append(f"{cls}:")
+        lines.extend(f"  {m}({', '.join(params)})" for m, params in methods.items())
+    return "\n".join(lines)
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from lmcache_compat.scanner import scan
+
+    target = args.target
+    if args.vllm_native_path is not None:
+        target = args.vllm_native_path or None
+    data = scan(target, vllm_native=args.vllm_native_path is not None).to_json()
+    if args.json:
+        _print_json(data)
+    else:
+        print(_format_scan(data))
+    return 0
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from lmcache_compat.matrix import load_matrix, render_markdown, render_table
+
+    m = load_matrix()
+    if args.json:
+        _print_json(
+            {
+                "releases": [
+                    {"version": r.version, "artifact": r.artifact, **r.scan_json()} for r in m.rows
+                ],
+                "since": {c: m.since(c) for c in next(iter(m.rows)).capabilities},
+            }
+        )
+    elif args.markdown:
+        print(render_markdown(m), end="")
+    else:
+        print(render_table(m), end="")
+    return 0
+
+
+def _resolve_side(spec: str) -> dict[str, Any]:
+    """A version in the matrix, or a path to scan."""
+    from pathlib import Path
+
+    from lmcache_compat.matrix import load_matrix
+    from lmcache_compat.scanner import scan
+    from lmcache_compat.sources import SourceNotFoundError
+
+    if Path(spec).exists():
+        return scan(spec).to_json()
+    try:
+        return load_matrix().row(spec).scan_json()
+    except (KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
+        raise SourceNotFoundError(f"{spec}: not a file or directory, and {message}") from None
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from lmcache_compat.matrix import diff_surfaces, format_diff
+
+    d = diff_surfaces(_resolve_side(args.old), _resolve_side(args.new))
+    if args.json:
+        _print_json(d)
+    else:
+        print(format_diff(d))
+    return 1 if args.fail_on_breaking and d["breaking"] else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,25 +119,82 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lmcache-compat",
         description="One stable API over every LMCache release: diagnostics and tools.",
+        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
     parser.add_argument("--version", action="version", version=f"lmcache-compat {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
     doctor = sub.add_parser(
         "doctor", help="report installed Python/LMCache/vLLM and what the LMCache release offers"
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.set_defaults(func=_doctor)
+
+    scan = sub.add_parser(
+        "scan",
+        help="read a release's sources with ast (never importing it) and report its surfaces",
+    )
+    scan.add_argument(
+        "target",
+        nargs="?",
+        help="a .whl, an sdist .tar.gz or a source directory (default: the installed lmcache)",
+    )
+    scan.add_argument(
+        "--vllm-native",
+        dest="vllm_native_path",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="scan vLLM's vendored lmcache_integration copy (installed vllm, or PATH)",
+    )
+    scan.add_argument("--json", action="store_true", help="print one JSON object")
+    scan.set_defaults(func=_scan)
+
+    matrix = sub.add_parser("matrix", help="the shipped capabilities of every LMCache release")
+    fmt = matrix.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--markdown", action="store_true")
+    matrix.set_defaults(func=_matrix)
+
+    diff = sub.add_parser(
+        "diff", help="methods, parameters and capabilities added/removed between two releases"
+    )
+    diff.add_argument("old", help="a version in the matrix, or a wheel/sdist/directory")
+    diff.add_argument("new", help="a version in the matrix, or a wheel/sdist/directory")
+    diff.add_argument("--json", action="store_true")
+    diff.add_argument(
+        "--fail-on-breaking",
+        action="store_true",
+        help="exit 1 when something was removed or reordered",
+    )
+    diff.set_defaults(func=_diff)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from lmcache_compat.sources import ScanError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    code: int = args.func(args)
+    if getattr(args, "target", None) and getattr(args, "vllm_native_path", None):
+        parser.error("give the vLLM path after --vllm-native, not both")
+    try:
+        code: int = args.func(args)
+    except ScanError as exc:
+        print(f"lmcache-compat {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `lmcache-compat scan | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     return code
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

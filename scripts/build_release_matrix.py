@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Regenerate lmcache_compat/data/releases.json from the real LMCache releases on PyPI.
+
+A maintainer command, not run in CI:
+
+    python scripts/build_release_matrix.py [--cache DIR] [--offline] [--readme]
+
+For every final LMCache release from 0.3.0 on, it takes the CPython 3.11 manylinux wheel (or
+the sdist where there is no wheel: 0.3.0), downloads it into the cache (sha256 checked against
+PyPI's index), scans it with ``lmcache_compat.scanner`` (nothing is imported or built), and
+writes one row per release. ``--readme`` also regenerates the README's compatibility table.
+Review the diff like code: a changed row means the scanner or a release changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lmcache_compat.matrix import ReleaseMatrix, ReleaseRow, render_markdown  # noqa: E402
+from lmcache_compat.scanner import scan  # noqa: E402
+
+INDEX = "https://pypi.org/simple/lmcache/"
+FIRST = Version("0.3.0")
+DATA = ROOT / "lmcache_compat" / "data" / "releases.json"
+README = ROOT / "README.md"
+START, END = "<!-- release-matrix:start -->", "<!-- release-matrix:end -->"
+
+
+def index() -> list[dict[str, Any]]:
+    req = urllib.request.Request(INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        files: list[dict[str, Any]] = json.load(resp)["files"]
+    return files
+
+
+def pick(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """version -> the artifact to scan (cp311 manylinux wheel, else the sdist)."""
+    chosen: dict[str, dict[str, Any]] = {}
+    for f in files:
+        name = f["filename"]
+        m = re.match(r"lmcache-([^-]+?)(?:\.tar\.gz|-cp311-cp311-manylinux.*x86_64\.whl)$", name)
+        if not m or f.get("yanked"):
+            continue
+        v = Version(m.group(1))
+        if v < FIRST or v.is_prerelease or v.is_devrelease:
+            continue
+        prev = chosen.get(str(v))
+        if prev is None or (prev["filename"].endswith(".tar.gz") and name.endswith(".whl")):
+            chosen[str(v)] = f
+    return chosen
+
+
+def fetch(f: dict[str, Any], cache: Path, offline: bool) -> Path:
+    path = cache / f["filename"]
+    if not path.exists():
+        if offline:
+            raise SystemExit(f"{path} is not in the cache and --offline was given")
+        print(f"  downloading {f['filename']}", file=sys.stderr)
+        with urllib.request.urlopen(f["url"], timeout=300) as resp:
+            path.write_bytes(resp.read())
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != f["hashes"]["sha256"]:
+        raise SystemExit(f"{path}: sha256 {digest} does not match PyPI's {f['hashes']['sha256']}")
+    return path
+
+
+def write_matrix(rows: list[dict[str, Any]]) -> None:
+    """One release per block and one method per line, so reviews read as diffs."""
+    lines = [
+        "{",
+        '"format": 1,',
+        '"generated_by": "scripts/build_release_matrix.py",',
+        '"releases": [',
+    ]
+    for i, row in enumerate(rows):
+        lines.append("{")
+        keys = list(row)
+        for j, key in enumerate(keys):
+            comma = "," if j < len(keys) - 1 else ""
+            value = row[key]
+            if key in ("surfaces", "details") and value:
+                lines.append(f"{json.dumps(key)}: {{")
+                classes = list(value)
+                for k, cls in enumerate(classes):
+                    lines.append(f"  {json.dumps(cls)}: {{")
+                    methods = list(value[cls])
+                    for n, m in enumerate(methods):
+                        c2 = "," if n < len(methods) - 1 else ""
+                        lines.append(f"    {json.dumps(m)}: {json.dumps(value[cls][m])}{c2}")
+                    lines.append("  }" + ("," if k < len(classes) - 1 else ""))
+                lines.append("}" + comma)
+            else:
+                lines.append(f"{json.dumps(key)}: {json.dumps(value)}{comma}")
+        lines.append("}" + ("," if i < len(rows) - 1 else ""))
+    lines += ["]", "}"]
+    DATA.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    json.loads(DATA.read_text(encoding="utf-8"))  # still valid JSON
+
+
+def update_readme(matrix: ReleaseMatrix) -> None:
+    text = README.read_text(encoding="utf-8")
+    start, end = text.index(START) + len(START), text.index(END)
+    README.write_text(text[:start] + "\n" + render_markdown(matrix) + text[end:], encoding="utf-8")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--cache", type=Path, default=Path.home() / ".cache" / "lmcache-compat" / "artifacts"
+    )
+    ap.add_argument(
+        "--offline",
+        action="store_true",
+        help="re-scan the releases the data file lists, from the cache only (no index query)",
+    )
+    ap.add_argument("--readme", action="store_true", help="also regenerate the README table")
+    args = ap.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    if args.offline:  # re-scan the artifacts the current data file names, from the cache
+        current = json.loads(DATA.read_text(encoding="utf-8"))["releases"]
+        chosen = {
+            r["version"]: {"filename": r["artifact"], "hashes": {"sha256": r["sha256"]}}
+            for r in current
+        }
+    else:
+        chosen = pick(index())
+    rows = []
+    for version in sorted(chosen, key=Version):
+        f = chosen[version]
+        path = fetch(f, args.cache, args.offline)
+        result = scan(path).to_json()
+        if result["lmcache_version"] != version:
+            raise SystemExit(
+                f"{path}: metadata says {result['lmcache_version']}, index says {version}"
+            )
+        print(f"  {version:<14} {f['filename']}", file=sys.stderr)
+        rows.append(
+            {
+                "version": version,
+                "artifact": f["filename"],
+                "sha256": f["hashes"]["sha256"],
+                "capabilities": result["capabilities"],
+                "missing_classes": result["missing_classes"],
+                "surfaces": result["surfaces"],
+                "details": result["details"],
+            }
+        )
+    write_matrix(rows)
+    print(f"wrote {len(rows)} releases to {DATA.relative_to(ROOT)}", file=sys.stderr)
+    if args.readme:
+        update_readme(ReleaseMatrix(ReleaseRow.from_json(r) for r in rows))
+        print("updated the README's release matrix", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

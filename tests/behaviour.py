@@ -1,0 +1,61 @@
+"""Assertions shared by the unit tier (every matrix row) and the releases tier (the installed
+row): an adapter over a fake of a release behaves as the catalog says."""
+
+from __future__ import annotations
+
+import pytest
+
+from lmcache_compat import CATALOG, Capability, ConnectorAdapter, MissingCapabilityError
+from lmcache_compat.catalog import CONNECTOR_IMPL
+from lmcache_compat.matrix import ReleaseRow, load_matrix
+from tests.generated_fakes import fake_from_row, instantiate
+
+#: How each optional method is called by a connector.
+CALLS: dict[str, tuple[object, ...]] = {
+    "get_finished": ({"r1"},),
+    "request_finished": (object(), [1, 2]),
+    "get_inference_info": (),
+    "get_block_ids_with_load_errors": (),
+    "shutdown": (),
+    "get_kv_events": (),
+    "register_kv_caches": ({"layer.0": object()},),
+}
+
+FALLBACK_RESULTS: dict[str, object] = {
+    "get_finished": (None, None),
+    "request_finished": (False, None),
+    "get_inference_info": {},
+    "get_block_ids_with_load_errors": set(),
+    "shutdown": None,
+    "get_kv_events": [],
+    "register_kv_caches": None,
+}
+
+
+def check_row_behaviour(row: ReleaseRow) -> None:
+    engine = instantiate(fake_from_row(row))
+    adapter = ConnectorAdapter(engine)
+    assert adapter.capabilities.as_dict() == dict(row.capabilities), row.version
+    matrix = load_matrix()
+    for spec in CATALOG:
+        if spec.owner != CONNECTOR_IMPL or spec.fallback is None:
+            continue
+        method = getattr(adapter, spec.method)
+        before = len(engine._calls)
+        result = method(*CALLS[spec.method])
+        if row.has(spec.capability):
+            assert engine._calls[before:] == [spec.method], (row.version, spec.method)
+        else:
+            assert engine._calls[before:] == [], (row.version, spec.method)
+            assert result == FALLBACK_RESULTS[spec.method], (row.version, spec.method)
+            with pytest.raises(MissingCapabilityError) as info:
+                ConnectorAdapter(engine, require=[spec.capability])
+            assert f"lmcache>={matrix.since(spec.capability)}'" in str(info.value)
+    # the seed scenario on this release's shape
+    engine._invalid_block_ids.update({4, 9})
+    reported = adapter.get_block_ids_with_load_errors()
+    if row.has(Capability.LOAD_ERROR_REPORTING):
+        assert reported == {4, 9}
+        assert adapter.get_block_ids_with_load_errors() == set()
+    else:
+        assert reported == set()

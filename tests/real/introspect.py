@@ -1,0 +1,58 @@
+"""Run in a fresh process beside real vLLM + torch, with one LMCache release first on
+``PYTHONPATH``: import the real classes and print what lmcache-compat's live probe sees.
+
+    python tests/real/introspect.py  ->  one JSON object on the last line of stdout
+
+Importing is the point here (the scanner never imports); only the classes' modules are imported,
+no engine is constructed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import traceback
+from typing import Any
+
+from lmcache_compat import probe
+from lmcache_compat.probe import live_surface
+from lmcache_compat.scanner import LMCACHE_LAYOUT
+from lmcache_compat.surface import render_params
+
+
+def _error_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".strip()
+
+
+def main() -> int:
+    out: dict[str, Any] = {"modules": {}, "classes": {}, "capabilities": None}
+    modules = dict.fromkeys(LMCACHE_LAYOUT.classes.values())
+    for relpath in modules:
+        dotted = relpath[: -len(".py")].replace("/", ".")
+        try:
+            module = importlib.import_module(dotted)
+        except BaseException as exc:
+            out["modules"][relpath] = {"error": _error_line(exc)}
+            if "LMCACHE_COMPAT_DEBUG" in sys.argv:
+                traceback.print_exc()
+            continue
+        out["modules"][relpath] = {"file": getattr(module, "__file__", None)}
+        for cls_name, where in LMCACHE_LAYOUT.classes.items():
+            if where != relpath or not isinstance(getattr(module, cls_name, None), type):
+                continue
+            cls = getattr(module, cls_name)
+            if cls.__module__ != dotted:  # re-exported from elsewhere: still the class vLLM sees
+                out.setdefault("reexported", {})[cls_name] = cls.__module__
+            out["classes"][cls_name] = {
+                name: render_params(facts.params or ())
+                for name, facts in sorted(live_surface(cls).items())
+            }
+            if cls_name == "LMCacheConnectorV1Impl":
+                out["capabilities"] = probe(cls).as_dict()
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Install LMCache releases side by side (``--target`` dirs) and introspect each one in a fresh
+process beside the real vLLM of this environment.
+
+Used by ``test_real_import.py`` and by ``scripts/record_vllm_imports.py`` (which writes the
+shipped import facts). Nothing here runs in the unit tier.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def quiet_env(tmp: Path) -> dict[str, str]:
+    """Environment for importing vLLM/LMCache offline without writing outside ``tmp``."""
+    env = dict(os.environ)
+    for key, sub in {
+        "VLLM_CACHE_ROOT": "vllm",
+        "XDG_CACHE_HOME": "xdg",
+        "HF_HOME": "hf",
+        "PROMETHEUS_MULTIPROC_DIR": "prometheus",
+        "TORCHINDUCTOR_CACHE_DIR": "inductor",
+        "TMPDIR": "tmp",
+    }.items():
+        (tmp / sub).mkdir(parents=True, exist_ok=True)
+        env[key] = str(tmp / sub)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LMCACHE_DISABLE_BANNER="1")
+    return env
+
+
+def install(version: str, dest: Path) -> Path:
+    """``uv pip install --no-deps --target dest/VERSION lmcache==VERSION`` (kept if present)."""
+    target = dest / version
+    if (target / "lmcache").is_dir():
+        return target
+    uv = shutil.which("uv") or "uv"
+    subprocess.run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--compile-bytecode",
+            "--python",
+            sys.executable,
+            "--target",
+            str(target),
+            f"lmcache=={version}",
+        ],
+        check=True,
+    )
+    return target
+
+
+def introspect(target: Path, tmp: Path) -> dict[str, Any]:
+    env = quiet_env(tmp)
+    env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "real" / "introspect.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(tmp),
+        timeout=600,
+    )
+    if r.returncode != 0 or not r.stdout.strip():
+        raise RuntimeError(
+            f"introspect failed for {target}:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+        )
+    result: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    return result
+
+
+def sweep(versions: list[str], work: Path, workers: int = 2) -> dict[str, dict[str, Any]]:
+    """version -> introspection result, imports run ``workers`` at a time."""
+    work.mkdir(parents=True, exist_ok=True)
+    targets = {v: install(v, work / "releases") for v in versions}
+
+    def one(v: str) -> tuple[str, dict[str, Any]]:
+        return v, introspect(targets[v], work / "tmp" / v)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return dict(pool.map(one, versions))
+
+
+def present_modules(missing_classes: Iterable[str]) -> set[str]:
+    """The layout's modules in which the release defines at least one scanned class."""
+    from lmcache_compat.scanner import LMCACHE_LAYOUT
+
+    missing = set(missing_classes)
+    return {path for cls, path in LMCACHE_LAYOUT.classes.items() if cls not in missing}
+
+
+def module_facts(result: dict[str, Any], present: set[str]) -> dict[str, str]:
+    """``{module short name: "ok" | first error line}`` for the modules the release has,
+    with machine-specific paths removed so the facts compare across machines."""
+    import re
+
+    facts = {}
+    for relpath, outcome in result["modules"].items():
+        short = relpath.rsplit("/", 1)[-1][: -len(".py")]
+        if relpath not in present:
+            continue
+        error = outcome.get("error")
+        facts[short] = "ok" if error is None else re.sub(r" \((/|[A-Za-z]:\\)[^)]*\)$", "", error)
+    return facts

@@ -1,0 +1,117 @@
+"""The real-import tier: real vLLM 0.32.0 + torch 2.13.0 (CPU) + every LMCache wheel release.
+
+Each release is installed with ``--no-deps --target`` and imported in its own process beside
+this environment's vLLM. For each release whose modules import, ``probe()`` on the real
+``LMCacheConnectorV1Impl`` must equal the static scan of the same files (and the shipped matrix
+row), and the live surfaces of every imported class must equal the scanned ones. Which modules
+import and which fail (and how) must equal the facts shipped in
+``lmcache_compat/data/vllm_imports.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lmcache_compat.matrix import load_matrix
+from lmcache_compat.scanner import scan
+from tests.real.sweep import module_facts, present_modules, sweep
+
+pytestmark = pytest.mark.real
+
+VLLM = "0.32.0"  # the tox env pins it; the vllm_version fixture checks
+MATRIX = load_matrix()
+WHEEL_RELEASES = [r.version for r in MATRIX.rows if r.artifact.endswith(".whl")]
+SHIPPED: dict[str, dict[str, str]] = json.loads(
+    files("lmcache_compat").joinpath("data", "vllm_imports.json").read_text()
+)["vllm"][VLLM]["releases"]
+IMPORTING = [v for v in WHEEL_RELEASES if SHIPPED[v]["vllm_v1_adapter"] == "ok"]
+#: Releases the issues name explicitly: their adapters must import with this vLLM.
+MUST_IMPORT = [
+    "0.3.9",
+    "0.3.9.post1",
+    "0.3.10.post2",
+    "0.3.12",
+    "0.3.13",
+    "0.3.14",
+    "0.4.2",
+    "0.4.4",
+    "0.4.5",
+    "0.4.7",
+    "0.5.0",
+    "0.5.5",
+    "0.5.6",
+]
+
+
+@pytest.fixture(scope="session")
+def vllm_version() -> str:
+    version = metadata.version("vllm")  # PackageNotFoundError here: not the real tier's env
+    assert version == VLLM
+    assert metadata.version("torch").startswith("2.13.0")
+    return version
+
+
+@pytest.fixture(scope="session")
+def shipped(vllm_version: str) -> dict[str, dict[str, str]]:
+    return SHIPPED
+
+
+@pytest.fixture(scope="session")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("real")
+
+
+@pytest.fixture(scope="session")
+def results(work: Path, vllm_version: str) -> dict[str, dict[str, Any]]:
+    return sweep(WHEEL_RELEASES, work)
+
+
+def test_import_outcomes_are_the_shipped_facts(
+    results: dict[str, dict[str, Any]], shipped: dict[str, dict[str, str]]
+) -> None:
+    observed = {
+        v: module_facts(results[v], present_modules(MATRIX.row(v).missing_classes))
+        for v in WHEEL_RELEASES
+    }
+    assert observed == shipped
+
+
+def test_named_releases_import(results: dict[str, dict[str, Any]]) -> None:
+    for v in MUST_IMPORT:
+        assert results[v]["capabilities"] is not None, (v, results[v]["modules"])
+
+
+def test_old_releases_fail_as_documented(shipped: dict[str, dict[str, str]]) -> None:
+    for v in ("0.3.1", "0.3.1.post1", "0.3.2", "0.3.3", "0.3.4", "0.3.5", "0.3.6", "0.3.7"):
+        assert shipped[v]["vllm_v1_adapter"] == (
+            "ImportError: cannot import name 'cdiv' from 'vllm.utils'"
+        ), v
+
+
+@pytest.mark.parametrize("version", WHEEL_RELEASES)
+def test_installed_files_scan_to_the_matrix_row(
+    version: str, results: dict[str, dict[str, Any]], work: Path
+) -> None:
+    static = scan(work / "releases" / version).to_json()
+    row = MATRIX.row(version)
+    assert static["lmcache_version"] == version
+    assert static["capabilities"] == dict(row.capabilities)
+    assert static["surfaces"] == {k: dict(v) for k, v in row.surfaces.items()}
+
+
+@pytest.mark.parametrize("version", IMPORTING)
+def test_probe_on_the_real_class_equals_the_static_scan(
+    version: str, results: dict[str, dict[str, Any]], work: Path
+) -> None:
+    result = results[version]
+    static = scan(work / "releases" / version).to_json()
+    assert result["capabilities"] == static["capabilities"]
+    assert result["classes"], version
+    for cls, live in result["classes"].items():
+        assert live == static["surfaces"][cls], (version, cls)
