@@ -255,12 +255,13 @@ class ConnectorAdapter:
             require = (require,)
         required = [spec_for(c) for c in require]  # unknown names fail before any work
         facts = class_facts(engine)
-        caps = facts.capabilities
         version = installed_distribution_version("lmcache")
-        if facts.missing_core:
+        missing_core = facts.missing_core(CONNECTOR_IMPL)
+        caps = facts.capabilities_as(CONNECTOR_IMPL)
+        if missing_core:
             raise NotAnEngineError(
                 f"{facts.cls_name} is not an LMCache {CONNECTOR_IMPL}: it lacks "
-                f"{', '.join(m + '()' for m in facts.missing_core)}, which every LMCache release "
+                f"{', '.join(m + '()' for m in missing_core)}, which every LMCache release "
                 "has (found by reading its class, never by calling). For a unittest.mock, pass "
                 f"spec={CONNECTOR_IMPL} (or a fake class) so its methods are known."
             )

@@ -15,19 +15,31 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "CATALOG",
     "CONNECTOR_CORE_METHODS",
     "CONNECTOR_IMPL",
+    "ENGINE",
+    "MP_SCHEDULER",
+    "MP_WORKER",
+    "ROLE_CORE_METHODS",
     "Capability",
     "CapabilitySpec",
+    "owned_by",
     "spec_for",
 ]
 
 #: Class name of the engine object vLLM's ``LMCacheConnectorV1`` keeps as ``_lmcache_engine``.
 CONNECTOR_IMPL = "LMCacheConnectorV1Impl"
+#: The multi-process adapters (``lmcache/integration/vllm/vllm_multi_process_adapter.py``).
+MP_SCHEDULER = "LMCacheMPSchedulerAdapter"
+MP_WORKER = "LMCacheMPWorkerAdapter"
+#: The core engine (``lmcache/v1/cache_engine.py``).
+ENGINE = "LMCacheEngine"
+
+Kind = Literal["method", "property", "class"]
 
 
 class Capability(str, enum.Enum):
@@ -46,6 +58,35 @@ class Capability(str, enum.Enum):
     SHUTDOWN = "shutdown"
     KV_EVENTS = "kv_events"
     REGISTER_KV_CACHES = "register_kv_caches"
+    # multi-process adapters (LMCacheMPSchedulerAdapter / LMCacheMPWorkerAdapter)
+    MP_ADAPTERS = "mp_adapters"
+    MP_LOOKUP_BY_TOKEN_IDS = "mp_lookup_by_token_ids"
+    MP_END_SESSION = "mp_end_session"
+    MP_FREE_LOOKUP_LOCKS = "mp_free_lookup_locks"
+    MP_HEALTH_CHECK = "mp_health_check"
+    MP_LOAD_ERROR_REPORTING = "mp_load_error_reporting"
+    MP_REPORT_BLOCK_ALLOCATIONS = "mp_report_block_allocations"
+    MP_CACHE_SALT = "mp_cache_salt"
+    MP_PARALLEL_STRATEGY = "mp_parallel_strategy"
+    MP_ENGINE_GROUP_INFOS = "mp_engine_group_infos"
+    MP_MULTI_SERVER = "mp_multi_server"
+    MP_SCHEDULER_SHUTDOWN = "mp_scheduler_shutdown"
+    MP_HANDLE_PREEMPTIONS = "mp_handle_preemptions"
+    MP_LAZY_OFFLOAD = "mp_lazy_offload"
+    MP_REQUEST_CONFIGS = "mp_request_configs"
+    MP_LAYOUT_HINTS = "mp_layout_hints"
+    MP_RESERVE_LAST_TOKEN = "mp_reserve_last_token"
+    MP_RESET_CACHE = "mp_reset_cache"
+    MP_KV_EVENTS = "mp_kv_events"
+    MP_FAILED_REQUEST_REPORTING = "mp_failed_request_reporting"
+    # LMCacheEngine (lmcache/v1/cache_engine.py), used directly by SGLang-style integrations
+    ENGINE_LOOKUP_ID = "engine_lookup_id"
+    ENGINE_HEALTH = "engine_health"
+    ENGINE_ASYNC_PREFETCH = "engine_async_prefetch"
+    ENGINE_SINGLE_UNPIN = "engine_single_unpin"
+    ENGINE_KV_EVENTS = "engine_kv_events"
+    ENGINE_FREEZE = "engine_freeze"
+    ENGINE_IS_HEALTHY = "engine_is_healthy"
 
     def __str__(self) -> str:
         return self.value
@@ -100,6 +141,32 @@ def _noop_register(self: object, kv_caches: Any) -> None:
     from the forward context on the first ``start_load_kv``."""
 
 
+def _noop_any(self: object, *args: Any, **kwargs: Any) -> None:
+    """Fallback of an optional notification (end_session, free_lookup_locks,
+    report_block_allocations, handle_preemptions, scheduler shutdown): nothing to tell."""
+
+
+def _assume_healthy(self: object) -> bool:
+    """Fallback of ``is_healthy``: the release cannot tell, so health is unknown and reported
+    as healthy (documented; it is what every caller did before the check existed)."""
+    return True
+
+
+def _not_reset(self: object) -> bool:
+    """Fallback of ``reset_cache()``: the release cannot reset, so nothing was reset."""
+    return False
+
+
+def _no_failed_requests(self: object) -> set[str]:
+    """Fallback of ``get_failed_request_ids()``: a new empty set."""
+    return set()
+
+
+def _not_frozen(self: object) -> bool:
+    """Fallback of ``is_frozen()``: releases before 0.3.11 cannot freeze."""
+    return False
+
+
 @dataclass(frozen=True)
 class CapabilitySpec:
     """One row of the capability catalog."""
@@ -123,11 +190,28 @@ class CapabilitySpec:
     #: When true the capability is "the method may return None", read from its return
     #: annotation (e.g. ``int`` -> ``Optional[int]`` in 0.3.6), not from its presence.
     returns_none: bool = False
+    #: ``method`` (callable with ``params``), ``property`` (present, never evaluated by a
+    #: probe) or ``class`` (the owner class exists).
+    kind: Kind = "method"
+    #: The capability is "``method`` takes this keyword parameter" (by name; ``**kw`` does not
+    #: count, since an old release would swallow and ignore it).
+    keyword: str | None = None
+    #: Further classes that must carry it too (e.g. ``is_healthy`` on both MP adapters).
+    also: tuple[str, ...] = ()
+
+    @property
+    def owners(self) -> tuple[str, ...]:
+        return (self.owner, *self.also)
 
     @property
     def member(self) -> str:
         """``Owner.method(params)``: how messages name the member."""
-        return f"{self.owner}.{self.method}({', '.join(self.params)})"
+        if self.kind == "class":
+            return " and ".join(self.owners)
+        if self.kind == "property":
+            return f"{self.owner}.{self.method} (property)"
+        text = f"{self.owner}.{self.method}({', '.join(self.params)})"
+        return f"{text} keyword {self.keyword!r}" if self.keyword else text
 
 
 CATALOG: tuple[CapabilitySpec, ...] = (
@@ -213,6 +297,292 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "None (a no-op: the release takes KV caches from the forward context)",
         "none in practice: KV caches are picked up from the forward context on first load",
     ),
+    # --- multi-process adapters --------------------------------------------------------------
+    CapabilitySpec(
+        Capability.MP_ADAPTERS,
+        MP_SCHEDULER,
+        "__init__",
+        (),
+        "0.3.13",
+        None,
+        "MP adapters cannot be built",
+        "no multi-process (LMCache server) mode",
+        kind="class",
+        also=(MP_WORKER,),
+    ),
+    CapabilitySpec(
+        Capability.MP_LOOKUP_BY_TOKEN_IDS,
+        MP_SCHEDULER,
+        "maybe_submit_lookup_request",
+        ("request_id",),
+        "0.3.14",
+        None,
+        "lookups are keyed by vLLM block hashes (the adapter passes block_hashes)",
+        "lookups need vLLM's block hashes",
+        keyword="token_ids",
+    ),
+    CapabilitySpec(
+        Capability.MP_END_SESSION,
+        MP_SCHEDULER,
+        "end_session",
+        ("request_id",),
+        "0.3.14",
+        _noop_any,
+        "None (a no-op)",
+        "no end-of-request notification to the LMCache server",
+    ),
+    CapabilitySpec(
+        Capability.MP_FREE_LOOKUP_LOCKS,
+        MP_SCHEDULER,
+        "free_lookup_locks",
+        ("token_ids", "start", "end", "request_id"),
+        "0.4.1",
+        _noop_any,
+        "None (a no-op: releases before 0.4.1 take no lookup locks)",
+        "none: there are no lookup locks to free",
+    ),
+    CapabilitySpec(
+        Capability.MP_HEALTH_CHECK,
+        MP_SCHEDULER,
+        "is_healthy",
+        (),
+        "0.4.2",
+        _assume_healthy,
+        "True (health unknown: assumed healthy)",
+        "an unreachable LMCache server is not detected early; requests fail on use instead",
+        kind="property",
+        also=(MP_WORKER,),
+    ),
+    CapabilitySpec(
+        Capability.MP_LOAD_ERROR_REPORTING,
+        MP_WORKER,
+        "get_block_ids_with_load_errors",
+        (),
+        "0.4.2",
+        _no_load_errors,
+        "set() (an empty set: no failure can be reported)",
+        "KV load failures cannot be detected: requests may compute on missing KV",
+    ),
+    CapabilitySpec(
+        Capability.MP_REPORT_BLOCK_ALLOCATIONS,
+        MP_SCHEDULER,
+        "report_block_allocations",
+        ("records",),
+        "0.4.3",
+        _noop_any,
+        "None (a no-op)",
+        "the LMCache server is not told about vLLM block allocations",
+    ),
+    CapabilitySpec(
+        Capability.MP_CACHE_SALT,
+        MP_SCHEDULER,
+        "maybe_submit_lookup_request",
+        ("request_id",),
+        "0.4.4",
+        None,
+        "a non-empty cache_salt raises UnsupportedArgumentError (it would mix tenants' caches)",
+        "no per-tenant cache isolation",
+        keyword="cache_salt",
+    ),
+    CapabilitySpec(
+        Capability.MP_PARALLEL_STRATEGY,
+        MP_SCHEDULER,
+        "__init__",
+        (),
+        "0.4.4",
+        None,
+        "world size / rank (/ tp_size) are passed as plain arguments",
+        "no pipeline parallel or MLA layout beyond world size and rank",
+        keyword="parallel_strategy",
+    ),
+    CapabilitySpec(
+        Capability.MP_ENGINE_GROUP_INFOS,
+        MP_WORKER,
+        "register_kv_caches",
+        ("kv_caches",),
+        "0.4.7",
+        None,
+        "more than one KV cache group raises UnsupportedArgumentError",
+        "hybrid models with several KV cache groups are not supported",
+        keyword="engine_group_infos",
+    ),
+    CapabilitySpec(
+        Capability.MP_MULTI_SERVER,
+        MP_SCHEDULER,
+        "__init__",
+        (),
+        "0.5.0",
+        None,
+        "one server URL; several raise UnsupportedArgumentError",
+        "one LMCache server only",
+        keyword="server_urls",
+    ),
+    CapabilitySpec(
+        Capability.MP_SCHEDULER_SHUTDOWN,
+        MP_SCHEDULER,
+        "shutdown",
+        (),
+        "0.5.0",
+        _noop_any,
+        "None (a no-op)",
+        "the scheduler side's sockets are closed only at process exit",
+    ),
+    CapabilitySpec(
+        Capability.MP_HANDLE_PREEMPTIONS,
+        MP_WORKER,
+        "handle_preemptions",
+        ("need_flush_before_forward",),
+        "0.5.2",
+        _noop_any,
+        "None (a no-op)",
+        "in-flight stores of preempted requests are not flushed first",
+    ),
+    CapabilitySpec(
+        Capability.MP_LAZY_OFFLOAD,
+        MP_WORKER,
+        "get_finished_with_lazy_offload",
+        (),
+        "0.5.4",
+        None,
+        "calling it raises MissingCapabilityError (no safe fallback)",
+        "no lazy offload mode",
+    ),
+    CapabilitySpec(
+        Capability.MP_REQUEST_CONFIGS,
+        MP_SCHEDULER,
+        "maybe_submit_lookup_request",
+        ("request_id",),
+        "0.5.5",
+        None,
+        "non-empty request_configs raise UnsupportedArgumentError",
+        "no per-request LMCache configuration",
+        keyword="request_configs",
+    ),
+    CapabilitySpec(
+        Capability.MP_LAYOUT_HINTS,
+        MP_WORKER,
+        "register_kv_caches",
+        ("kv_caches",),
+        "0.5.5",
+        None,
+        "layout hints are dropped (the release infers the layout)",
+        "none: the release infers the KV layout itself",
+        keyword="layout_hints",
+    ),
+    CapabilitySpec(
+        Capability.MP_RESERVE_LAST_TOKEN,
+        MP_SCHEDULER,
+        "maybe_submit_lookup_request",
+        ("request_id",),
+        "0.5.6",
+        None,
+        "emulated exactly: the lookup is given token_ids[:-1]",
+        "none: the adapter emulates it",
+        keyword="reserve_last_token",
+    ),
+    CapabilitySpec(
+        Capability.MP_RESET_CACHE,
+        MP_SCHEDULER,
+        "reset_cache",
+        (),
+        "0.5.6",
+        _not_reset,
+        "False (nothing was reset)",
+        "the LMCache server's cache cannot be reset from vLLM",
+    ),
+    CapabilitySpec(
+        Capability.MP_KV_EVENTS,
+        MP_WORKER,
+        "get_kv_events",
+        (),
+        "0.5.6",
+        _no_kv_events,
+        "[] (an empty list: no events)",
+        "no KV cache events: KV-aware routers cannot see what LMCache stores",
+    ),
+    CapabilitySpec(
+        Capability.MP_FAILED_REQUEST_REPORTING,
+        MP_WORKER,
+        "get_failed_request_ids",
+        (),
+        "0.5.6",
+        _no_failed_requests,
+        "set() (an empty set)",
+        "whole-request store/retrieve failures are not reported",
+    ),
+    # --- LMCacheEngine ------------------------------------------------------------------------
+    CapabilitySpec(
+        Capability.ENGINE_LOOKUP_ID,
+        ENGINE,
+        "lookup",
+        ("tokens",),
+        "0.3.4",
+        None,
+        "lookup_id is passed as request_id (0.3.3) or, unpinned, dropped (0.3.0-0.3.2)",
+        "lookups cannot be tied to an id before 0.3.3",
+        keyword="lookup_id",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_HEALTH,
+        ENGINE,
+        "health",
+        (),
+        "0.3.4",
+        None,
+        "is_healthy() returns True (unknown)",
+        "engine health cannot be checked",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_ASYNC_PREFETCH,
+        ENGINE,
+        "async_lookup_and_prefetch",
+        ("lookup_id", "tokens"),
+        "0.3.6",
+        None,
+        "prefetch() calls the synchronous prefetch(tokens) of 0.3.0-0.3.5",
+        "prefetching blocks the caller",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_SINGLE_UNPIN,
+        ENGINE,
+        "lookup_unpin",
+        (),
+        "0.3.9",
+        None,
+        "unpin(id) calls lookup_unpin([id]) (0.3.3-0.3.7)",
+        "none: the adapter wraps the id in a list",
+        keyword="lookup_id",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_KV_EVENTS,
+        ENGINE,
+        "get_kv_events",
+        (),
+        "0.3.10.post2",
+        _no_kv_events,
+        "[] (an empty list: no events)",
+        "no KV cache events",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_FREEZE,
+        ENGINE,
+        "freeze",
+        ("enabled",),
+        "0.3.11",
+        None,
+        "freeze() raises MissingCapabilityError; is_frozen() returns False",
+        "the cache cannot be frozen (read-only) before 0.3.11",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_IS_HEALTHY,
+        ENGINE,
+        "is_healthy",
+        (),
+        "0.3.13",
+        None,
+        "is_healthy() maps to health() == 0 (0.3.4-0.3.12) or True (unknown, earlier)",
+        "none from 0.3.4: health() is used instead",
+    ),
 )
 
 #: Methods every LMCache release's ``LMCacheConnectorV1Impl`` has (0.3.0 on), with their
@@ -227,7 +597,39 @@ CONNECTOR_CORE_METHODS: dict[str, tuple[str, ...]] = {
     "build_connector_meta": ("scheduler_output",),
 }
 
+#: Methods every release that has the class has, per class: what makes an object play a role.
+ROLE_CORE_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
+    CONNECTOR_IMPL: CONNECTOR_CORE_METHODS,
+    MP_SCHEDULER: {
+        "maybe_submit_lookup_request": ("request_id",),
+        "check_lookup_result": ("request_id",),
+        "cleanup_lookup_result": ("request_id",),
+        "num_blocks_per_chunk": (),
+    },
+    MP_WORKER: {
+        "register_kv_caches": ("kv_caches",),
+        "submit_store_request": ("request_id", "op", "event"),
+        "submit_retrieve_request": ("request_id", "op", "event"),
+        "batched_submit_store_requests": ("request_ids", "ops", "event"),
+        "batched_submit_retrieve_requests": ("request_ids", "ops", "event"),
+        "get_finished": ("finished_req_ids",),
+        "num_blocks_per_chunk": (),
+        "shutdown": (),
+    },
+    ENGINE: {
+        "store": ("tokens",),
+        "retrieve": ("tokens",),
+        "lookup": ("tokens",),
+        "close": (),
+    },
+}
+
 _BY_CAPABILITY: dict[Capability, CapabilitySpec] = {row.capability: row for row in CATALOG}
+
+
+def owned_by(owner: str) -> tuple[Capability, ...]:
+    """The capabilities whose owners include ``owner`` (e.g. ``"LMCacheConnectorV1Impl"``)."""
+    return tuple(row.capability for row in CATALOG if owner in row.owners)
 
 
 def spec_for(capability: Capability | str) -> CapabilitySpec:

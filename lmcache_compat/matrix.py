@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lmcache_compat.catalog import CATALOG, Capability
@@ -40,6 +40,7 @@ class ReleaseRow:
     surfaces: Mapping[str, Mapping[str, list[str]]]
     details: Mapping[str, Mapping[str, Mapping[str, Any]]]
     missing_classes: tuple[str, ...]
+    properties: Mapping[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReleaseRow:
@@ -51,6 +52,7 @@ class ReleaseRow:
             surfaces=data["surfaces"],
             details=data.get("details", {}),
             missing_classes=tuple(data.get("missing_classes", ())),
+            properties=data.get("properties", {}),
         )
 
     def has(self, capability: Capability | str) -> bool:
@@ -61,10 +63,13 @@ class ReleaseRow:
         from lmcache_compat.scanner import facts_from_json
 
         details = self.details.get(cls_name, {})
-        return {
+        facts = {
             name: facts_from_json(params, details.get(name))
             for name, params in self.surfaces.get(cls_name, {}).items()
         }
+        for name in self.properties.get(cls_name, ()):
+            facts[name] = MethodFacts(None, None, kind="property")
+        return facts
 
     def scan_json(self) -> dict[str, Any]:
         """The part of ``scan --json`` this row records (everything but ``source``)."""
@@ -72,6 +77,7 @@ class ReleaseRow:
             "lmcache_version": self.version,
             "capabilities": dict(self.capabilities),
             "surfaces": {k: dict(v) for k, v in self.surfaces.items()},
+            "properties": {k: list(v) for k, v in self.properties.items()},
             "details": {k: dict(v) for k, v in self.details.items()},
             "missing_classes": list(self.missing_classes),
         }

@@ -29,8 +29,8 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, cast
 
-from lmcache_compat.catalog import CATALOG, CONNECTOR_CORE_METHODS, Capability
-from lmcache_compat.surface import MethodFacts, Param, ParamKind, capabilities_of
+from lmcache_compat.catalog import CATALOG, ROLE_CORE_METHODS, Capability, owned_by
+from lmcache_compat.surface import MethodFacts, Param, ParamKind, class_capabilities
 
 __all__ = [
     "Capabilities",
@@ -98,27 +98,58 @@ class Capabilities:
         """The catalog capabilities this class does not offer."""
         return frozenset(Capability) - self._present
 
-    def as_dict(self) -> dict[str, bool]:
-        """Every catalog capability's name -> whether it is present, in catalog order."""
-        return {c.value: c in self._present for c in Capability}
+    def as_dict(self, owner: str | None = None) -> dict[str, bool]:
+        """Every catalog capability's name -> whether it is present, in catalog order (only
+        the rows of ``owner``, e.g. ``"LMCacheConnectorV1Impl"``, if given)."""
+        caps = Capability if owner is None else owned_by(owner)
+        return {c.value: c in self._present for c in caps}
 
 
 class ClassFacts:
-    """Everything an adapter needs to know about a class, computed once per class."""
+    """Everything an adapter needs to know about a class, computed once per class: the role it
+    plays (a catalog owner: ``LMCacheConnectorV1Impl``, ``LMCacheMPSchedulerAdapter``...), the
+    facts of the members the catalog cares about, and the capabilities for that role."""
 
-    __slots__ = ("capabilities", "cls_name", "missing_core")
+    __slots__ = ("_by_role", "capabilities", "cls_name", "role", "surface")
 
-    def __init__(self, capabilities: Capabilities, missing_core: tuple[str, ...]) -> None:
-        self.capabilities = capabilities
-        self.cls_name = capabilities.cls_name
-        self.missing_core = missing_core
+    def __init__(self, cls_name: str, role: str | None, surface: dict[str, MethodFacts]) -> None:
+        self.cls_name = cls_name
+        self.role = role
+        self.surface = surface
+        self.capabilities = Capabilities(class_capabilities(role, surface), cls_name)
+        self._by_role: dict[str, Capabilities] = {}
+
+    def capabilities_as(self, role: str) -> Capabilities:
+        """Capabilities if the class plays ``role`` (adapters know the role they wrap)."""
+        if role == self.role:
+            return self.capabilities
+        caps = self._by_role.get(role)
+        if caps is None:
+            caps = self._by_role[role] = Capabilities(
+                class_capabilities(role, self.surface), self.cls_name
+            )
+        return caps
+
+    def missing_core(self, role: str) -> tuple[str, ...]:
+        """The methods every release of ``role`` has that this class lacks."""
+        return tuple(
+            name
+            for name, params in ROLE_CORE_METHODS[role].items()
+            if name not in self.surface or not self.surface[name].accepts_positional(len(params))
+        )
+
+    @property
+    def missing_connector_core(self) -> tuple[str, ...]:
+        return self.missing_core("LMCacheConnectorV1Impl")
 
 
 _MISSING: Final = object()
 _CACHE: weakref.WeakKeyDictionary[type, ClassFacts] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 _NAMES_OF_INTEREST: Final = tuple(
-    dict.fromkeys([row.method for row in CATALOG] + list(CONNECTOR_CORE_METHODS))
+    dict.fromkeys(
+        [row.method for row in CATALOG] + [m for core in ROLE_CORE_METHODS.values() for m in core]
+    )
 )
 
 # Python 3.14 evaluates annotations lazily (PEP 649/749); ask for their source text there so a
@@ -199,6 +230,8 @@ def _facts(raw: object) -> MethodFacts | None:
         ),
     ):
         func = raw
+    elif isinstance(raw, property) or type(raw).__name__ == "cached_property":
+        return MethodFacts(None, None, kind="property")  # known to exist; never evaluated
     elif hasattr(type(raw), "__get__"):
         # property, cached_property, partialmethod, custom descriptors: what attribute access
         # would return is only known by running __get__, which a probe never does.
@@ -259,14 +292,21 @@ def live_surface(cls: type, names: Iterable[str] | None = None) -> dict[str, Met
     return surface
 
 
+def _role_of(cls: type, surface: dict[str, MethodFacts]) -> str | None:
+    """The catalog owner ``cls`` stands for: by name along the MRO, else by the core methods
+    it has (a fake or third-party engine)."""
+    for klass in cls.__mro__:
+        if klass.__name__ in ROLE_CORE_METHODS:
+            return klass.__name__
+    for role, core in ROLE_CORE_METHODS.items():
+        if all(n in surface and surface[n].accepts_positional(len(p)) for n, p in core.items()):
+            return role
+    return None
+
+
 def _compute(cls: type) -> ClassFacts:
     surface = live_surface(cls, _NAMES_OF_INTEREST)
-    missing_core = tuple(
-        name
-        for name, params in CONNECTOR_CORE_METHODS.items()
-        if name not in surface or not surface[name].accepts_positional(len(params))
-    )
-    return ClassFacts(Capabilities(capabilities_of(surface), qualname(cls)), missing_core)
+    return ClassFacts(qualname(cls), _role_of(cls, surface), surface)
 
 
 def class_facts(obj: object) -> ClassFacts:

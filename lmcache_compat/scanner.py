@@ -5,7 +5,7 @@
 call, follows base classes defined in the same package, and reports each class's public methods
 (plus ``__init__``; a dataclass without one gets the ``__init__`` its fields generate) and the
 catalog's capabilities, decided by the same rule as the live probe
-(:func:`lmcache_compat.surface.capabilities_of`).
+(:func:`lmcache_compat.surface.release_capabilities`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmcache_compat.catalog import CATALOG
 from lmcache_compat.sources import InvalidSourceError, NotLMCacheError, SourceTree, open_source
-from lmcache_compat.surface import MethodFacts, Param, ParamKind, render_params, satisfies
+from lmcache_compat.surface import (
+    MethodFacts,
+    Param,
+    ParamKind,
+    release_capabilities,
+    render_surface,
+)
 
 __all__ = [
     "LMCACHE_LAYOUT",
@@ -96,18 +101,18 @@ class ScanResult:
     @property
     def capabilities(self) -> dict[str, bool]:
         """Every catalog capability -> whether the scanned classes carry it."""
-        return {
-            row.capability.value: satisfies(row, self.classes.get(row.owner, {}).get(row.method))
-            for row in CATALOG
-        }
+        return release_capabilities(self.classes)
 
     def surfaces(self) -> dict[str, dict[str, list[str]]]:
-        return {
-            cls: {
-                name: render_params(facts.params or ()) for name, facts in sorted(methods.items())
-            }
+        return {cls: render_surface(methods) for cls, methods in sorted(self.classes.items())}
+
+    def properties(self) -> dict[str, list[str]]:
+        """Per class, its public properties (present; a probe never evaluates them)."""
+        out = {
+            cls: sorted(n for n, f in methods.items() if f.kind == "property")
             for cls, methods in sorted(self.classes.items())
         }
+        return {cls: names for cls, names in out.items() if names}
 
     def details(self) -> dict[str, dict[str, dict[str, Any]]]:
         """Per method, what ``surfaces`` leaves out: parameters with defaults and the return
@@ -115,6 +120,8 @@ class ScanResult:
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for cls, methods in sorted(self.classes.items()):
             for name, facts in sorted(methods.items()):
+                if facts.kind != "method":
+                    continue
                 entry: dict[str, Any] = {}
                 optional = [p.name for p in facts.params or () if p.has_default]
                 if optional:
@@ -134,6 +141,7 @@ class ScanResult:
             data[f"{self.package}_version"] = self.version
         data["capabilities"] = self.capabilities
         data["surfaces"] = self.surfaces()
+        data["properties"] = self.properties()
         data["details"] = self.details()
         data["missing_classes"] = sorted(self.missing_classes)
         data["external_bases"] = {k: v for k, v in sorted(self.external_bases.items()) if v}
@@ -265,7 +273,8 @@ class _Index:
         return _Module(relpath, dotted, classes, imports)
 
 
-_NOT_METHODS = {"property", "cached_property", "abstractproperty", "setter", "getter", "deleter"}
+_PROPERTIES = {"property", "cached_property", "abstractproperty"}
+_ACCESSORS = {"setter", "getter", "deleter"}
 
 
 def _tail(node: ast.expr) -> str | None:
@@ -423,8 +432,10 @@ class _Scanner:
                 decorators = {_tail(d) for d in node.decorator_list}
                 if "overload" in decorators:
                     continue
-                if decorators & _NOT_METHODS:
-                    own[node.name] = None
+                if decorators & _PROPERTIES:
+                    own[node.name] = MethodFacts(None, None, kind="property")
+                    continue
+                if decorators & _ACCESSORS:  # @x.setter keeps x a property
                     continue
                 own[node.name] = _function_facts(node, drop_first="staticmethod" not in decorators)
             elif isinstance(node, ast.AnnAssign):

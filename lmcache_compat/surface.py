@@ -22,7 +22,10 @@ __all__ = [
     "ParamKind",
     "annotation_admits_none",
     "capabilities_of",
+    "class_capabilities",
+    "release_capabilities",
     "render_params",
+    "render_surface",
     "satisfies",
 ]
 
@@ -50,6 +53,15 @@ class MethodFacts:
 
     params: tuple[Param, ...] | None
     returns: str | None = None
+    #: ``method``, or ``property`` (known to exist; never evaluated, so no params).
+    kind: Literal["method", "property"] = "method"
+
+    def accepts_keyword(self, name: str) -> bool:
+        """Whether ``name`` is an explicit parameter that can be passed by keyword (``**kw``
+        does not count: an old release would swallow and ignore it)."""
+        if self.params is None:
+            return False
+        return any(p.name == name and p.kind in ("positional", "keyword_only") for p in self.params)
 
     def accepts_positional(self, n: int) -> bool:
         """Whether a call with ``n`` positional arguments (and no keywords) binds."""
@@ -68,6 +80,15 @@ class MethodFacts:
             elif p.kind == "keyword_only" and not p.has_default:
                 return False
         return required <= n and (variadic or n <= capacity)
+
+
+def render_surface(surface: Mapping[str, MethodFacts]) -> dict[str, list[str]]:
+    """A class's methods (not properties) as ``surfaces`` JSON renders them, sorted by name."""
+    return {
+        name: render_params(facts.params or ())
+        for name, facts in sorted(surface.items())
+        if facts.kind == "method"
+    }
 
 
 def render_params(params: Iterable[Param]) -> list[str]:
@@ -151,18 +172,46 @@ def _admits_none(node: ast.expr, depth: int) -> bool:
 
 
 def satisfies(spec: CapabilitySpec, facts: MethodFacts | None) -> bool:
-    """Whether one method's facts carry one catalog capability."""
-    if facts is None or not facts.accepts_positional(len(spec.params)):
+    """Whether one member's facts carry one catalog capability (for a ``class`` row: whether
+    the class exists at all, which the caller decides)."""
+    if facts is None:
+        return False
+    if spec.kind == "property":
+        return facts.kind == "property"
+    if facts.kind != "method":
+        return False
+    if spec.keyword is not None:  # "takes this keyword": other parameters vary by release
+        return facts.accepts_keyword(spec.keyword)
+    if not facts.accepts_positional(len(spec.params)):
         return False
     return not spec.returns_none or annotation_admits_none(facts.returns)
 
 
-def capabilities_of(
-    surface: Mapping[str, MethodFacts], owner: str | None = None
+def class_capabilities(
+    role: str | None, surface: Mapping[str, MethodFacts]
 ) -> frozenset[Capability]:
-    """The catalog capabilities carried by ``surface`` (rows of ``owner`` only, if given)."""
+    """The capabilities a class playing ``role`` (a catalog owner name) carries."""
+    if role is None:
+        return frozenset()
     return frozenset(
         row.capability
         for row in CATALOG
-        if (owner is None or row.owner == owner) and satisfies(row, surface.get(row.method))
+        if role in row.owners and (row.kind == "class" or satisfies(row, surface.get(row.method)))
     )
+
+
+def release_capabilities(classes: Mapping[str, Mapping[str, MethodFacts]]) -> dict[str, bool]:
+    """Every catalog capability -> whether a release whose classes have these surfaces carries
+    it (every owner class must exist and carry it)."""
+    return {
+        row.capability.value: all(
+            owner in classes
+            and (row.kind == "class" or satisfies(row, classes[owner].get(row.method)))
+            for owner in row.owners
+        )
+        for row in CATALOG
+    }
+
+
+#: The shared rule under its older name.
+capabilities_of = class_capabilities

@@ -90,7 +90,14 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
         for j, key in enumerate(keys):
             comma = "," if j < len(keys) - 1 else ""
             value = row[key]
-            if key in ("surfaces", "details") and value:
+            if key == "properties" and value:
+                lines.append(f"{json.dumps(key)}: {{")
+                classes = list(value)
+                for k, cls in enumerate(classes):
+                    c2 = "," if k < len(classes) - 1 else ""
+                    lines.append(f"  {json.dumps(cls)}: {json.dumps(value[cls])}{c2}")
+                lines.append("}" + comma)
+            elif key in ("surfaces", "details") and value:
                 lines.append(f"{json.dumps(key)}: {{")
                 classes = list(value)
                 for k, cls in enumerate(classes):
@@ -156,6 +163,7 @@ def main() -> int:
                 "capabilities": result["capabilities"],
                 "missing_classes": result["missing_classes"],
                 "surfaces": result["surfaces"],
+                "properties": result["properties"],
                 "details": result["details"],
             }
         )

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Optional
 
+from lmcache_compat.catalog import CONNECTOR_IMPL, owned_by
+
 
 class _Base:
     """Shared bookkeeping; not part of any release's surface (names start with ``_``)."""
@@ -178,3 +180,11 @@ FAKES: dict[str, type[_Base]] = {
     "0.3.13": Fake_0_3_13,
     "0.5.6": Fake_0_5_6,
 }
+
+#: The capabilities an ``LMCacheConnectorV1Impl`` can have (the catalog also has MP/engine ones).
+CONNECTOR_CAPS = frozenset(owned_by(CONNECTOR_IMPL))
+
+
+def connector_view(capabilities: dict[str, bool]) -> dict[str, bool]:
+    """A matrix row's capabilities restricted to the connector engine's rows."""
+    return {c.value: capabilities[c.value] for c in owned_by(CONNECTOR_IMPL)}

@@ -19,6 +19,7 @@ from lmcache_compat import (
 )
 from lmcache_compat.versions import installed_distribution_version
 from tests.fakes import (
+    CONNECTOR_CAPS,
     FAKES,
     Fake_0_3_0,
     Fake_0_3_9,
@@ -310,7 +311,7 @@ def test_adapter_is_bound_once() -> None:
 
 def test_construction_does_not_evaluate_properties_or_call_anything() -> None:
     engine = Fake_0_3_13()
-    ConnectorAdapter(engine, require=list(Capability))
+    ConnectorAdapter(engine, require=list(CONNECTOR_CAPS))
     assert engine._calls == []
 
 

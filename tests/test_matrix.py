@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from lmcache_compat import CATALOG, Capability, probe
-from lmcache_compat.catalog import CONNECTOR_CORE_METHODS, CONNECTOR_IMPL
+from lmcache_compat import CATALOG, probe
+from lmcache_compat.catalog import CONNECTOR_CORE_METHODS, CONNECTOR_IMPL, owned_by
 from lmcache_compat.cli import main
 from lmcache_compat.matrix import (
     ReleaseMatrix,
@@ -16,10 +16,10 @@ from lmcache_compat.matrix import (
     render_markdown,
 )
 from lmcache_compat.probe import live_surface
-from lmcache_compat.surface import render_params
+from lmcache_compat.surface import render_surface
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_wheel
 from tests.behaviour import check_row_behaviour
-from tests.fakes import FAKES
+from tests.fakes import FAKES, connector_view
 
 ROOT = Path(__file__).resolve().parent.parent
 MATRIX = load_matrix()
@@ -88,9 +88,11 @@ def test_every_release_has_the_core_methods() -> None:
 def test_handwritten_fakes_mirror_the_real_releases(release: str) -> None:
     """tests/fakes.py is hand-written; the matrix is scanned from the real artifacts."""
     row = MATRIX.row(release)
-    fake = {n: render_params(f.params or ()) for n, f in live_surface(FAKES[release]).items()}
-    assert fake == dict(row.surfaces[CONNECTOR_IMPL])
-    assert probe(FAKES[release]).as_dict() == dict(row.capabilities)
+    surface = live_surface(FAKES[release])
+    assert render_surface(surface) == dict(row.surfaces[CONNECTOR_IMPL])
+    props = sorted(n for n, f in surface.items() if f.kind == "property")
+    assert props == row.properties.get(CONNECTOR_IMPL, [])
+    assert probe(FAKES[release]).as_dict(CONNECTOR_IMPL) == connector_view(dict(row.capabilities))
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -195,5 +197,7 @@ def test_capability_facts_for_engine_rows_are_consistent() -> None:
     from lmcache_compat.surface import capabilities_of
 
     for row in MATRIX.rows:
-        caps = capabilities_of(row.facts(CONNECTOR_IMPL), owner=CONNECTOR_IMPL)
-        assert {c.value: c in caps for c in Capability} == dict(row.capabilities), row.version
+        caps = capabilities_of(CONNECTOR_IMPL, row.facts(CONNECTOR_IMPL))
+        assert {c.value: c in caps for c in owned_by(CONNECTOR_IMPL)} == connector_view(
+            dict(row.capabilities)
+        ), row.version

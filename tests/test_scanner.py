@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lmcache_compat import sources
+from lmcache_compat.catalog import CONNECTOR_IMPL
 from lmcache_compat.cli import main
 from lmcache_compat.probe import live_surface, probe
 from lmcache_compat.scanner import facts_from_json, scan
@@ -24,6 +25,7 @@ from tests.archives import (
     make_tree,
     make_wheel,
 )
+from tests.fakes import connector_view
 
 EXPECTED_CAPS = {
     "get_finished": True,
@@ -60,7 +62,7 @@ def test_scan_each_kind_of_target(
     code, data, err = _json(target, capsys=capsys)
     assert code == 0, err
     assert data["lmcache_version"] == "0.3.10.post2"
-    assert data["capabilities"] == EXPECTED_CAPS
+    assert connector_view(data["capabilities"]) == EXPECTED_CAPS
     surface = data["surfaces"]["LMCacheConnectorV1Impl"]
     assert surface["save_kv_layer"] == ["layer_name", "kv_layer", "attn_metadata", "**kwargs"]
     assert surface["__init__"] == ["vllm_config", "role", "parent"]
@@ -424,7 +426,7 @@ def test_live_and_static_agree(tmp_path: Path) -> None:
     namespace: dict[str, Any] = {}
     exec(compile(ADAPTER_0_3_10_POST2, V1, "exec"), namespace)  # our own test source
     cls = namespace["LMCacheConnectorV1Impl"]
-    assert probe(cls).as_dict() == static.capabilities
+    assert probe(cls).as_dict(CONNECTOR_IMPL) == connector_view(static.capabilities)
     live = {n: render_params(f.params or ()) for n, f in live_surface(cls).items()}
     assert live == static.surfaces()["LMCacheConnectorV1Impl"]
 

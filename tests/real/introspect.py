@@ -18,7 +18,7 @@ from typing import Any
 from lmcache_compat import probe
 from lmcache_compat.probe import live_surface
 from lmcache_compat.scanner import LMCACHE_LAYOUT
-from lmcache_compat.surface import render_params
+from lmcache_compat.surface import render_surface
 
 
 def _error_line(exc: BaseException) -> str:
@@ -44,10 +44,11 @@ def main() -> int:
             cls = getattr(module, cls_name)
             if cls.__module__ != dotted:  # re-exported from elsewhere: still the class vLLM sees
                 out.setdefault("reexported", {})[cls_name] = cls.__module__
-            out["classes"][cls_name] = {
-                name: render_params(facts.params or ())
-                for name, facts in sorted(live_surface(cls).items())
-            }
+            surface = live_surface(cls)
+            out["classes"][cls_name] = render_surface(surface)
+            out.setdefault("properties", {})[cls_name] = sorted(
+                n for n, f in surface.items() if f.kind == "property"
+            )
             if cls_name == "LMCacheConnectorV1Impl":
                 out["capabilities"] = probe(cls).as_dict()
     print(json.dumps(out))

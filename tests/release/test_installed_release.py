@@ -38,7 +38,15 @@ def _target() -> str | None:
 def test_scan_equals_the_shipped_row(row) -> None:  # type: ignore[no-untyped-def]
     data = scan(_target()).to_json()
     expected = row.scan_json()
-    for key in ("lmcache_version", "capabilities", "surfaces", "details", "missing_classes"):
+    keys = (
+        "lmcache_version",
+        "capabilities",
+        "surfaces",
+        "properties",
+        "details",
+        "missing_classes",
+    )
+    for key in keys:
         assert data[key] == expected[key], key
 
 
