@@ -1,4 +1,5 @@
-"""``ConnectorAdapter``: one API over every release's ``LMCacheConnectorV1Impl``.
+"""Bound adapters: ``ConnectorAdapter`` (over ``LMCacheConnectorV1Impl``) and the shared base
+the multi-process and engine adapters build on.
 
 Decide once, call fast: the constructor probes the engine's class (cached per class) and binds
 each adapter method to the engine's own bound method, to a thin result check around it, or to
@@ -8,14 +9,15 @@ version check; exceptions raised by the engine propagate unchanged.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, cast
+from typing import Any, ClassVar, NoReturn, TypeVar, cast
 
 from lmcache_compat.catalog import (
     CATALOG,
-    CONNECTOR_CORE_METHODS,
     CONNECTOR_IMPL,
+    ROLE_CORE_METHODS,
     Capability,
     CapabilitySpec,
     spec_for,
@@ -26,10 +28,10 @@ from lmcache_compat.errors import (
     MissingCapabilityError,
     NotAnEngineError,
 )
-from lmcache_compat.probe import Capabilities, class_facts
+from lmcache_compat.probe import Capabilities, ClassFacts, class_facts, probe_target
 from lmcache_compat.versions import installed_distribution_version
 
-__all__ = ["ConnectorAdapter"]
+__all__ = ["BoundAdapter", "ConnectorAdapter", "first_release"]
 
 
 def _describe(value: object) -> str:
@@ -101,9 +103,10 @@ def _listed_events(
 
 
 #: Result checks applied where the engine has the capability (the adapted concern).
-_CHECKS: dict[Capability, Callable[[Callable[[], Any], str, str | None], Callable[..., Any]]] = {
-    Capability.LOAD_ERROR_REPORTING: _check_block_ids,
-    Capability.KV_EVENTS: _listed_events,
+_Check = Callable[[Callable[[], Any], str, "str | None"], Callable[..., Any]]
+_CHECKS: dict[str, _Check] = {
+    "get_block_ids_with_load_errors": _check_block_ids,
+    "get_kv_events": _listed_events,
 }
 
 
@@ -140,30 +143,33 @@ def _raiser(spec: CapabilitySpec, cls_name: str, version: str | None) -> Callabl
     return missing
 
 
-_ShapeKey = tuple[type, frozenset[str], bool, str, "str | None"]
+_ShapeKey = tuple[type, frozenset[str], bool, str, "str | None", "tuple[tuple[str, int], ...]"]
 _SHAPES: dict[_ShapeKey, type] = {}
 _SHAPES_LOCK = threading.Lock()
 
 
-def _shape_class(
-    base: type[ConnectorAdapter],
+def _shape_class(  # noqa: PLR0917 - internal, one call site
+    base: type[BoundAdapter],
     absent: tuple[CapabilitySpec, ...],
     strict: bool,
     cls_name: str,
     version: str | None,
-) -> type[ConnectorAdapter]:
+    always_raise: tuple[CapabilitySpec, ...] = (),
+) -> type[BoundAdapter]:
     """The (cached) subclass of ``base`` whose class-level methods are the fallbacks, or the
     strict-mode raisers, of the ``absent`` capabilities.
 
     Fallbacks live on the class, not the instance, so calling one costs exactly a plain method
     call; the engine's own methods are bound per instance into ``__slots__``.
     """
+    raising = strict or bool(always_raise)
     key: _ShapeKey = (
         base,
         frozenset(spec.method for spec in absent),
         strict,
-        cls_name if strict else "",
-        version if strict else None,
+        cls_name if raising else "",
+        version if raising else None,
+        tuple((spec.method, id(spec)) for spec in always_raise),
     )
     shape = _SHAPES.get(key)
     if shape is not None:
@@ -171,13 +177,154 @@ def _shape_class(
     namespace: dict[str, Any] = {"__slots__": (), "__module__": base.__module__}
     for spec in absent:
         namespace[spec.method] = _raiser(spec, cls_name, version) if strict else spec.fallback
+    for spec in always_raise:  # no safe fallback: calling it is always an error
+        namespace[spec.method] = _raiser(spec, cls_name, version)
     shape = type(base.__name__, (base,), namespace)
     shape.__qualname__ = base.__qualname__
     with _SHAPES_LOCK:
         return _SHAPES.setdefault(key, shape)
 
 
-class ConnectorAdapter:
+_A = TypeVar("_A", bound="BoundAdapter")
+_C = TypeVar("_C", bound="ConnectorAdapter")
+
+
+class BoundAdapter:
+    """Shared machinery of the adapters: probe once, bind once, call fast.
+
+    A subclass names the catalog owner it wraps (``_ROLE``) and the methods it passes through
+    (``_PASS_THROUGH``, the role's core methods by default). At construction the target's class
+    is probed (cached per class), required capabilities are checked, each optional catalog
+    method is bound to the target's own bound method (behind a result check where the catalog
+    says so), or -- absent -- the adapter's class gets the catalog fallback as a plain method
+    (or a raiser in ``strict`` mode). :meth:`_bind_specific` binds the methods whose arguments
+    differ by release (see :mod:`lmcache_compat.version_specific`).
+    """
+
+    __slots__ = ("capabilities", "lmcache_version", "strict", "target")
+
+    _ROLE: ClassVar[str] = CONNECTOR_IMPL
+    _PASS_THROUGH: ClassVar[tuple[str, ...] | None] = None
+    #: Rows without a fallback whose method is still offered: calling it without the
+    #: capability raises (no safe fallback exists).
+    _RAISE_WHEN_ABSENT: ClassVar[tuple[Capability, ...]] = ()
+
+    target: Any
+    capabilities: Capabilities
+    lmcache_version: str | None
+    strict: bool
+
+    def __new__(
+        cls: type[_A],
+        target: object,
+        *,
+        require: Iterable[Capability | str] = (),
+        strict: bool = False,
+        **options: Any,
+    ) -> _A:
+        if isinstance(require, (str, Capability)):
+            require = (require,)
+        required = [spec_for(c) for c in require]  # unknown names fail before any work
+        facts = class_facts(target)
+        version = installed_distribution_version("lmcache")
+        missing_core = facts.missing_core(cls._ROLE)
+        if missing_core:
+            raise NotAnEngineError(
+                f"{facts.cls_name} is not an LMCache {cls._ROLE}: it lacks "
+                f"{', '.join(m + '()' for m in missing_core)}, which every LMCache release "
+                "that has the class has (found by reading its class, never by calling). For a "
+                f"unittest.mock, pass spec={cls._ROLE} (or a fake class) so its methods are "
+                "known."
+            )
+        caps = facts.capabilities_as(cls._ROLE)
+        for spec in required:
+            if spec.capability not in caps:
+                raise _missing_error(spec, facts.cls_name, version)
+
+        optional = [
+            s
+            for s in CATALOG
+            if cls._ROLE in s.owners and s.fallback is not None and s.keyword is None
+        ]
+        absent = tuple(s for s in optional if s.capability not in caps)
+        raising = tuple(spec_for(c) for c in cls._RAISE_WHEN_ABSENT if c not in caps)
+        shape = _shape_class(cls, absent, bool(strict), facts.cls_name, version, raising)
+        self = cast(_A, object.__new__(shape))
+        bind = object.__setattr__
+        bind(self, "target", target)
+        bind(self, "capabilities", caps)
+        bind(self, "lmcache_version", version)
+        bind(self, "strict", bool(strict))
+        core = cls._PASS_THROUGH
+        if core is None:
+            core = tuple(ROLE_CORE_METHODS[cls._ROLE])
+        for name in core:
+            bind(self, name, getattr(target, name))
+        raw_cls = probe_target(target)
+        for spec in optional:
+            if spec.capability not in caps:
+                continue
+            method: Callable[..., Any]
+            if spec.kind == "property":
+                # evaluated per call, as the release's own callers do; never by the probe
+                method = functools.partial(_property_getter(raw_cls, spec.method), target)
+            else:
+                method = getattr(target, spec.method)
+            check = _CHECKS.get(spec.method)
+            if check is not None:
+                method = check(method, facts.cls_name, version)
+            bind(self, spec.method, method)
+        for capability in cls._RAISE_WHEN_ABSENT:
+            if capability in caps:
+                bind(self, capability.spec.method, getattr(target, capability.spec.method))
+        self._bind_specific(facts, options)
+        return self
+
+    def __init__(
+        self,
+        target: object,
+        *,
+        require: Iterable[Capability | str] = (),
+        strict: bool = False,
+        **options: Any,
+    ) -> None:
+        """Everything is decided and bound in ``__new__`` (which picks the class whose methods
+        are the right fallbacks); there is nothing left to do here."""
+
+    def _bind_specific(self, facts: ClassFacts, options: dict[str, Any]) -> None:
+        """Bind the methods whose arguments differ by release. Unknown options are errors."""
+        if options:
+            raise TypeError(f"{type(self).__name__}() got unexpected options {sorted(options)}")
+
+    def _set(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(
+            f"{type(self).__name__} is bound once at construction; "
+            f"build a new adapter instead of setting {name!r}"
+        )
+
+    def __repr__(self) -> str:
+        present = ", ".join(c.value for c in self.capabilities) or "none"
+        return (
+            f"<{type(self).__name__} over {self.capabilities.cls_name} "
+            f"(LMCache {self.lmcache_version or 'unknown'}; {present})>"
+        )
+
+
+def _property_getter(cls: type, name: str) -> Callable[[Any], Any]:
+    for klass in cls.__mro__:
+        raw = klass.__dict__.get(name)
+        if raw is not None:
+            getter = getattr(raw, "fget", None) or getattr(raw, "func", None)
+            if getter is None:
+                raise NotAnEngineError(f"{cls.__qualname__}.{name} is not a readable property")
+            return cast(Callable[[Any], Any], getter)
+    raise NotAnEngineError(f"{cls.__qualname__} has no property {name!r}")
+
+
+class ConnectorAdapter(BoundAdapter):
     """Uniform adapter over an LMCache ``LMCacheConnectorV1Impl`` of any release (0.3.0 on).
 
     ``require``: capabilities that must be present, else :class:`MissingCapabilityError` here.
@@ -199,34 +346,28 @@ class ConnectorAdapter:
     The seven methods every release has (``start_load_kv``, ``wait_for_layer_load``,
     ``save_kv_layer``, ``wait_for_save``, ``get_num_new_matched_tokens``,
     ``update_state_after_alloc``, ``build_connector_meta``) are the engine's own bound methods.
-    An object lacking one of them raises :class:`NotAnEngineError`.
+    An object lacking one of them raises :class:`NotAnEngineError`. ``.engine`` is the wrapped
+    engine.
     """
 
     __slots__ = (
         "build_connector_meta",
-        "capabilities",
-        "engine",
         "get_block_ids_with_load_errors",
         "get_finished",
         "get_inference_info",
         "get_kv_events",
         "get_num_new_matched_tokens",
-        "lmcache_version",
         "register_kv_caches",
         "request_finished",
         "save_kv_layer",
         "shutdown",
         "start_load_kv",
-        "strict",
         "update_state_after_alloc",
         "wait_for_layer_load",
         "wait_for_save",
     )
+    _ROLE = CONNECTOR_IMPL
 
-    engine: Any
-    capabilities: Capabilities
-    lmcache_version: str | None
-    strict: bool
     # always present: the engine's own bound methods
     start_load_kv: Callable[..., None]
     wait_for_layer_load: Callable[[str], None]
@@ -245,51 +386,13 @@ class ConnectorAdapter:
     register_kv_caches: Callable[[Any], None]
 
     def __new__(
-        cls,
+        cls: type[_C],
         engine: object,
         *,
         require: Iterable[Capability | str] = (),
         strict: bool = False,
-    ) -> ConnectorAdapter:
-        if isinstance(require, (str, Capability)):
-            require = (require,)
-        required = [spec_for(c) for c in require]  # unknown names fail before any work
-        facts = class_facts(engine)
-        version = installed_distribution_version("lmcache")
-        missing_core = facts.missing_core(CONNECTOR_IMPL)
-        caps = facts.capabilities_as(CONNECTOR_IMPL)
-        if missing_core:
-            raise NotAnEngineError(
-                f"{facts.cls_name} is not an LMCache {CONNECTOR_IMPL}: it lacks "
-                f"{', '.join(m + '()' for m in missing_core)}, which every LMCache release "
-                "has (found by reading its class, never by calling). For a unittest.mock, pass "
-                f"spec={CONNECTOR_IMPL} (or a fake class) so its methods are known."
-            )
-        for spec in required:
-            if spec.capability not in caps:
-                raise _missing_error(spec, facts.cls_name, version)
-
-        optional = [s for s in CATALOG if s.owner == CONNECTOR_IMPL and s.fallback is not None]
-        absent = tuple(s for s in optional if s.capability not in caps)
-        shape = _shape_class(cls, absent, bool(strict), facts.cls_name, version)
-        self = object.__new__(shape)
-        bind = object.__setattr__
-        bind(self, "engine", engine)
-        bind(self, "capabilities", caps)
-        bind(self, "lmcache_version", version)
-        bind(self, "strict", bool(strict))
-        for name in CONNECTOR_CORE_METHODS:
-            bind(self, name, getattr(engine, name))
-        for spec in optional:
-            if spec.capability in caps:
-                method: Callable[..., Any] = getattr(engine, spec.method)
-                check = _CHECKS.get(spec.capability)
-                bind(
-                    self,
-                    spec.method,
-                    method if check is None else check(method, facts.cls_name, version),
-                )
-        return self
+    ) -> _C:
+        return BoundAdapter.__new__(cls, engine, require=require, strict=strict)
 
     def __init__(
         self,
@@ -298,18 +401,9 @@ class ConnectorAdapter:
         require: Iterable[Capability | str] = (),
         strict: bool = False,
     ) -> None:
-        """Everything is decided and bound in ``__new__`` (which picks the class whose methods
-        are the right fallbacks); there is nothing left to do here."""
+        """See :class:`BoundAdapter`: bound in ``__new__``."""
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(
-            f"{type(self).__name__} is bound once at construction; "
-            f"build a new adapter instead of setting {name!r}"
-        )
-
-    def __repr__(self) -> str:
-        present = ", ".join(c.value for c in self.capabilities) or "none"
-        return (
-            f"<ConnectorAdapter over {self.capabilities.cls_name} "
-            f"(LMCache {self.lmcache_version or 'unknown'}; {present})>"
-        )
+    @property
+    def engine(self) -> Any:
+        """The wrapped ``LMCacheConnectorV1Impl``."""
+        return self.target

@@ -24,6 +24,7 @@ __all__ = [
     "ENGINE",
     "MP_SCHEDULER",
     "MP_WORKER",
+    "OTHER_MEMBERS",
     "ROLE_CORE_METHODS",
     "Capability",
     "CapabilitySpec",
@@ -601,7 +602,7 @@ CONNECTOR_CORE_METHODS: dict[str, tuple[str, ...]] = {
 ROLE_CORE_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
     CONNECTOR_IMPL: CONNECTOR_CORE_METHODS,
     MP_SCHEDULER: {
-        "maybe_submit_lookup_request": ("request_id",),
+        "maybe_submit_lookup_request": ("request_id", "token_ids"),
         "check_lookup_result": ("request_id",),
         "cleanup_lookup_result": ("request_id",),
         "num_blocks_per_chunk": (),
@@ -622,6 +623,12 @@ ROLE_CORE_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
         "lookup": ("tokens",),
         "close": (),
     },
+}
+
+#: Other members adapters look for (by reading the class, like every probe): older forms that
+#: version-specific implementations fall back to.
+OTHER_MEMBERS: dict[str, tuple[str, ...]] = {
+    ENGINE: ("prefetch", "is_frozen", "lookup_unpin"),
 }
 
 _BY_CAPABILITY: dict[Capability, CapabilitySpec] = {row.capability: row for row in CATALOG}

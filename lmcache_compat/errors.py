@@ -12,6 +12,7 @@ __all__ = [
     "MalformedResultError",
     "MissingCapabilityError",
     "NotAnEngineError",
+    "UnsupportedArgumentError",
 ]
 
 
@@ -72,6 +73,19 @@ class NotAnEngineError(LMCacheCompatError, TypeError):
 
 class MalformedResultError(LMCacheCompatError, TypeError):
     """The engine returned a value of the wrong shape (e.g. block ids that are not ints)."""
+
+
+class UnsupportedArgumentError(LMCacheCompatError, TypeError):
+    """The caller asked for something the installed release cannot do, and dropping it would
+    change the meaning (e.g. a non-empty ``cache_salt`` on a release without salts would mix
+    tenants' caches). Raised unless the caller allowed that downgrade (``allow=``)."""
+
+    def __init__(self, argument: str, message: str) -> None:
+        self.argument = argument
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.argument, str(self)))
 
 
 class LMCacheVersionError(LMCacheCompatError, ValueError):

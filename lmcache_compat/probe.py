@@ -29,7 +29,13 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, cast
 
-from lmcache_compat.catalog import CATALOG, ROLE_CORE_METHODS, Capability, owned_by
+from lmcache_compat.catalog import (
+    CATALOG,
+    OTHER_MEMBERS,
+    ROLE_CORE_METHODS,
+    Capability,
+    owned_by,
+)
 from lmcache_compat.surface import MethodFacts, Param, ParamKind, class_capabilities
 
 __all__ = [
@@ -38,6 +44,7 @@ __all__ = [
     "class_facts",
     "clear_probe_cache",
     "live_surface",
+    "method_facts",
     "probe",
     "probe_target",
 ]
@@ -148,7 +155,9 @@ _CACHE: weakref.WeakKeyDictionary[type, ClassFacts] = weakref.WeakKeyDictionary(
 _LOCK = threading.Lock()
 _NAMES_OF_INTEREST: Final = tuple(
     dict.fromkeys(
-        [row.method for row in CATALOG] + [m for core in ROLE_CORE_METHODS.values() for m in core]
+        [row.method for row in CATALOG]
+        + [m for core in ROLE_CORE_METHODS.values() for m in core]
+        + [m for names in OTHER_MEMBERS.values() for m in names]
     )
 )
 
@@ -200,6 +209,11 @@ def _lookup(cls: type, name: str) -> object:
 
 
 _KIND: Final[dict[Any, ParamKind]] = {}
+
+
+def method_facts(raw: object) -> MethodFacts | None:
+    """Facts of one class-``__dict__`` entry (or a plain function), ``None`` if not a method."""
+    return _facts(raw)
 
 
 def _facts(raw: object) -> MethodFacts | None:

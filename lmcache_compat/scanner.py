@@ -128,6 +128,8 @@ class ScanResult:
                     entry["optional"] = optional
                 if facts.returns is not None:
                     entry["returns"] = facts.returns
+                if facts.fields:
+                    entry["fields"] = dict(facts.fields)
                 if entry:
                     out.setdefault(cls, {})[name] = entry
         return out
@@ -167,7 +169,8 @@ def facts_from_json(params: list[str], detail: Mapping[str, Any] | None = None) 
         else:
             kind: ParamKind = "keyword_only" if keyword_only else "positional"
             out.append(Param(token, kind, token in optional))
-    return MethodFacts(tuple(out), detail.get("returns"))
+    fields = tuple(detail.get("fields", {}).items())
+    return MethodFacts(tuple(out), detail.get("returns"), fields=fields)
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -320,7 +323,7 @@ def _dataclass_kw_only(cls: ast.ClassDef) -> bool:
     return False
 
 
-def _dataclass_field(node: ast.AnnAssign) -> Param | None:
+def _dataclass_field(node: ast.AnnAssign) -> tuple[Param, str] | None:
     if not isinstance(node.target, ast.Name):
         return None
     ann = ast.unparse(node.annotation)
@@ -333,7 +336,7 @@ def _dataclass_field(node: ast.AnnAssign) -> Param | None:
         if isinstance(init, ast.Constant) and init.value is False:
             return None
         has_default = "default" in kwargs or "default_factory" in kwargs
-    return Param(node.target.id, "positional", has_default)
+    return Param(node.target.id, "positional", has_default), ann
 
 
 @dataclass
@@ -427,6 +430,7 @@ class _Scanner:
         own: dict[str, MethodFacts | None] = {}
         own_fields: list[Param] = []
         kw_only = _dataclass_kw_only(cls)
+        annotations: dict[str, str] = {}
         for node in _top_level(cls.body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 decorators = {_tail(d) for d in node.decorator_list}
@@ -442,11 +446,13 @@ class _Scanner:
                 if ast.unparse(node.annotation).endswith("KW_ONLY"):
                     kw_only = True
                     continue
-                param = _dataclass_field(node)
-                if param is not None:
+                field_found = _dataclass_field(node)
+                if field_found is not None:
+                    param, ann = field_found
                     if kw_only:
                         param = Param(param.name, "keyword_only", param.has_default)
                     own_fields.append(param)
+                    annotations[param.name] = ann
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
@@ -461,7 +467,12 @@ class _Scanner:
             names = {p.name for p in own_fields}
             fields = [p for p in fields if p.name not in names] + own_fields
             if "__init__" not in own:
-                methods["__init__"] = MethodFacts(tuple(fields))
+                inherited = dict(methods["__init__"].fields) if "__init__" in methods else {}
+                inherited.update(annotations)
+                methods["__init__"] = MethodFacts(
+                    tuple(fields),
+                    fields=tuple((p.name, inherited.get(p.name, "")) for p in fields),
+                )
         return _ClassInfo(
             methods, fields if (is_dataclass or base_is_dataclass) else None, external
         )

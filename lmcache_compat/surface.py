@@ -55,6 +55,8 @@ class MethodFacts:
     returns: str | None = None
     #: ``method``, or ``property`` (known to exist; never evaluated, so no params).
     kind: Literal["method", "property"] = "method"
+    #: For a dataclass's generated ``__init__`` (static scans): each field's annotation text.
+    fields: tuple[tuple[str, str], ...] = ()
 
     def accepts_keyword(self, name: str) -> bool:
         """Whether ``name`` is an explicit parameter that can be passed by keyword (``**kw``

@@ -30,12 +30,14 @@ sys.path.insert(0, str(ROOT))
 
 from lmcache_compat.matrix import ReleaseMatrix, ReleaseRow, render_markdown  # noqa: E402
 from lmcache_compat.scanner import scan  # noqa: E402
+from lmcache_compat.version_specific import render_arguments_markdown  # noqa: E402
 
 INDEX = "https://pypi.org/simple/lmcache/"
 FIRST = Version("0.3.0")
 DATA = ROOT / "lmcache_compat" / "data" / "releases.json"
 README = ROOT / "README.md"
 START, END = "<!-- release-matrix:start -->", "<!-- release-matrix:end -->"
+ARG_START, ARG_END = "<!-- arguments:start -->", "<!-- arguments:end -->"
 
 
 def index() -> list[dict[str, Any]]:
@@ -116,10 +118,16 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
     json.loads(DATA.read_text(encoding="utf-8"))  # still valid JSON
 
 
+def _replace(text: str, start_marker: str, end_marker: str, body: str) -> str:
+    start, end = text.index(start_marker) + len(start_marker), text.index(end_marker)
+    return text[:start] + "\n" + body + text[end:]
+
+
 def update_readme(matrix: ReleaseMatrix) -> None:
     text = README.read_text(encoding="utf-8")
-    start, end = text.index(START) + len(START), text.index(END)
-    README.write_text(text[:start] + "\n" + render_markdown(matrix) + text[end:], encoding="utf-8")
+    text = _replace(text, START, END, render_markdown(matrix))
+    text = _replace(text, ARG_START, ARG_END, render_arguments_markdown())
+    README.write_text(text, encoding="utf-8")
 
 
 def main() -> int:
