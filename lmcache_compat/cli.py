@@ -1,6 +1,7 @@
 """The ``lmcache-compat`` command line.
 
-Exit statuses: 0 success; 1 ``diff --fail-on-breaking`` found a breaking change; 2 usage error;
+Exit statuses: 0 success; 1 ``doctor`` found a known-broken vLLM x LMCache pair, or ``diff
+--fail-on-breaking`` found a breaking change; 2 usage or environment error;
 3 scan target not found / not installed; 4 not an LMCache release; 5 unreadable, unsafe or
 oversized archive; 6 undecodable or unparseable Python source.
 """
@@ -29,7 +30,7 @@ def _doctor(args: argparse.Namespace) -> int:
         _print_json(report)
     else:
         print(format_doctor(report))
-    return 0
+    return 1 if report["verdict"] == "broken" else 0
 
 
 def _format_scan(data: dict[str, Any]) -> str:

@@ -463,11 +463,38 @@ def mp_lookup(
     request_configs=None, reserve_last_token=False)`` over the release's
     ``maybe_submit_lookup_request``. (``signature_of``: read the signature from this function
     instead of ``method``; the real-import tier binds recorded calls that way.)"""
-    names = _names(signature_facts(signature_of or method))
+    facts = signature_facts(signature_of or method)
+    names = _names(facts)
     by_tokens = "token_ids" in names  # 0.3.14: token ids instead of vLLM block hashes
     takes_salt = "cache_salt" in names  # 0.4.4
     takes_configs = "request_configs" in names  # 0.5.5
     takes_reserve = "reserve_last_token" in names  # 0.5.6
+    order = [p.name for p in facts.params or ()]
+    if order[:5] == [
+        "request_id",
+        "token_ids",
+        "cache_salt",
+        "request_configs",
+        "reserve_last_token",
+    ]:
+        # 0.5.6 takes everything, in this order: pass straight through. Every release with
+        # cache_salt defaults it to "" (no salt), which is what None means here.
+        def lookup_newest(
+            request_id: str,
+            token_ids: Sequence[int] | None = None,
+            block_hashes: Sequence[Any] | None = None,
+            *,
+            cache_salt: str | None = None,
+            request_configs: Mapping[str, Any] | None = None,
+            reserve_last_token: bool = False,
+        ) -> Any:
+            if token_ids is None:
+                raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
+            return method(
+                request_id, token_ids, cache_salt or "", request_configs, reserve_last_token
+            )
+
+        return lookup_newest
 
     def lookup(
         request_id: str,
@@ -560,11 +587,26 @@ def mp_submit(
 ) -> Callable[..., Any]:
     """``submit_{store,retrieve}_request(request_id, op, event, *, cache_salt=None,
     request_configs=None)`` and the batched forms (``cache_salts``, ``request_configs_list``)."""
-    names = _names(signature_facts(signature_of or method))
+    facts = signature_facts(signature_of or method)
+    names = _names(facts)
     salt_name = "cache_salts" if batched else "cache_salt"
     configs_name = "request_configs_list" if batched else "request_configs"
     takes_salt = salt_name in names  # 0.4.4
     takes_configs = configs_name in names  # 0.5.5
+    order = [p.name for p in facts.params or ()]
+    if not batched and order[3:5] == ["cache_salt", "request_configs"]:
+        # 0.5.5 on: pass straight through (cache_salt defaults to "" in every release)
+        def submit_newest(
+            request_id: str,
+            op: Any,
+            event: Any,
+            *,
+            cache_salt: str | None = None,
+            request_configs: Mapping[str, Any] | None = None,
+        ) -> Any:
+            return method(request_id, op, event, cache_salt or "", request_configs)
+
+        return submit_newest
 
     def submit(first: Any, ops: Any, event: Any, *, salt: Any = None, configs: Any = None) -> Any:
         kwargs: dict[str, Any] = {}
@@ -706,6 +748,21 @@ def engine_lookup(method: Callable[..., Any], downgrades: Downgrades) -> Callabl
         "lookup_id" if "lookup_id" in names else "request_id" if "request_id" in names else None
     )
     takes_configs = "request_configs" in names  # 0.3.4
+    if id_name == "lookup_id" and takes_configs and "pin" in names:
+        # 0.3.4 on takes all three (defaults None, False, None): pass straight through
+        def lookup_newest(
+            tokens: Any,
+            *,
+            lookup_id: str | None = None,
+            pin: bool = False,
+            request_configs: Mapping[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            return method(
+                tokens, lookup_id=lookup_id, pin=pin, request_configs=request_configs, **kwargs
+            )
+
+        return lookup_newest
 
     def lookup(
         tokens: Any,

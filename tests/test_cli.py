@@ -26,13 +26,13 @@ def test_doctor_runs_as_a_module_and_as_json() -> None:
     assert r.returncode == 0, r.stderr
     assert "lmcache-compat doctor" in r.stdout
     assert "load_error_reporting" in r.stdout
-    assert "not probed" in r.stdout
+    assert "Verdict for vLLM" in r.stdout
     j = _run("doctor", "--json")
     assert j.returncode == 0
     report = json.loads(j.stdout)
     assert report["lmcache_compat"] == __version__
     assert {c["capability"] for c in report["capabilities"]} >= {"kv_events", "shutdown"}
-    assert "not probed" in report["capabilities_basis"]
+    assert report["verdict"] in ("ok", "degraded", "unknown", "broken")
 
 
 def test_doctor_without_lmcache_or_vllm(
@@ -58,15 +58,20 @@ def test_doctor_with_an_old_release(
         lambda name: {"lmcache": "0.3.9", "vllm": "0.32.0"}.get(name),
     )
     monkeypatch.setattr(doctor_mod, "installed_lmcache_version", lambda: Version("0.3.9"))
-    assert main(["doctor", "--json"]) == 0
+    assert main(["doctor", "--json"]) == 1  # a known-broken pair
     report = json.loads(capsys.readouterr().out)
     exp = {c["capability"]: c["expected"] for c in report["capabilities"]}
     assert exp["inference_info"] == "yes"
     assert exp["load_error_reporting"] == "no"
     assert report["vllm"] == "0.32.0"
-    assert main(["doctor"]) == 0
+    assert report["verdict"] == "broken"
+    keys = {i["key"] for i in report["issues"]}
+    assert {"unguarded-get-kv-events", "no-load-error-reporting"} <= keys
+    assert any("could not scan" in n for n in report["notes"])  # metadata faked, no files
+    assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "KV load failures cannot be detected" in out
+    assert "BROKEN" in out and "fix: upgrade LMCache to >= 0.3.10.post2" in out
 
 
 def test_doctor_with_garbage_metadata(

@@ -42,7 +42,9 @@ def test_capabilities_match_the_row(version: str) -> None:
 def test_lookup_id_mapping() -> None:
     new, t = _engine("0.3.4")
     new.lookup([1, 2], lookup_id="q", pin=True)
-    assert _last(t)[2] == {"tokens": [1, 2], "lookup_id": "q", "pin": True}
+    passed = _last(t)[2]
+    assert (passed["tokens"], passed["lookup_id"], passed["pin"]) == ([1, 2], "q", True)
+    assert passed.get("request_configs") is None
     mid, t = _engine("0.3.3")  # lookup_id was request_id in 0.3.3
     mid.lookup([1, 2], lookup_id="q", pin=True)
     assert _last(t)[2] == {"tokens": [1, 2], "request_id": "q", "pin": True}

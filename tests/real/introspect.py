@@ -49,8 +49,10 @@ def main() -> int:
             out.setdefault("properties", {})[cls_name] = sorted(
                 n for n, f in surface.items() if f.kind == "property"
             )
+            # what probe() says of the real class, for the role it plays (its catalog rows)
+            out.setdefault("class_capabilities", {})[cls_name] = probe(cls).as_dict(cls_name)
             if cls_name == "LMCacheConnectorV1Impl":
-                out["capabilities"] = probe(cls).as_dict()
+                out["capabilities"] = probe(cls).as_dict(cls_name)
     print(json.dumps(out))
     return 0
 

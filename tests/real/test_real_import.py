@@ -109,9 +109,26 @@ def test_installed_files_scan_to_the_matrix_row(
 def test_probe_on_the_real_class_equals_the_static_scan(
     version: str, results: dict[str, dict[str, Any]], work: Path
 ) -> None:
+    from lmcache_compat.catalog import owned_by
+    from lmcache_compat.surface import class_capabilities
+
     result = results[version]
-    static = scan(work / "releases" / version).to_json()
-    assert result["capabilities"] == static["capabilities"]
+    scanned = scan(work / "releases" / version)
+    static = scanned.to_json()
+    connector_rows = {c.value for c in owned_by("LMCacheConnectorV1Impl")}
+    assert result["capabilities"] == {
+        k: v for k, v in static["capabilities"].items() if k in connector_rows
+    }
+    for cls, live_caps in result["class_capabilities"].items():
+        if cls not in (
+            "LMCacheConnectorV1Impl",
+            "LMCacheMPSchedulerAdapter",
+            "LMCacheMPWorkerAdapter",
+            "LMCacheEngine",
+        ):
+            continue
+        caps = class_capabilities(cls, scanned.classes[cls])
+        assert live_caps == {c.value: c in caps for c in owned_by(cls)}, (version, cls)
     assert result["classes"], version
     for cls, live in result["classes"].items():
         assert live == static["surfaces"][cls], (version, cls)
@@ -149,3 +166,36 @@ def test_mp_adapter_calls_bind_to_the_real_classes(
     assert summary["errors"] == [], summary["errors"][0]
     assert summary["bound"] > 100, summary
     assert str(work / "releases" / version) in summary["module"]
+
+
+@pytest.mark.parametrize(
+    ("version", "code", "verdict"), [("0.3.9", 1, "broken"), ("0.5.6", 0, "degraded")]
+)
+def test_doctor_beside_real_vllm(
+    version: str, code: int, verdict: str, results: dict[str, dict[str, Any]], work: Path
+) -> None:
+    """doctor reads the real installed pair from metadata (the release's dist-info on the path)
+    and scans the release's files: exit 1 for a known-broken pair."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.real.sweep import ROOT, quiet_env
+
+    env = quiet_env(work / "tmp" / f"doctor-{version}")
+    env["PYTHONPATH"] = os.pathsep.join([str(work / "releases" / version), str(ROOT)])
+    r = subprocess.run(
+        [sys.executable, "-m", "lmcache_compat", "doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == code, r.stderr
+    report = json.loads(r.stdout)
+    assert (report["vllm"], report["lmcache"], report["verdict"]) == ("0.32.0", version, verdict)
+    present = {c["capability"]: c["present"] for c in report["capabilities"]}
+    assert present == dict(MATRIX.row(version).capabilities)
+    native = [s for s in report["engine_sources"] if "vendored" in s["source"]]
+    assert native and native[0]["present"] is True
+    assert native[0]["imports_with_installed_lmcache"] == (version == "0.3.9")

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lmcache_compat.cli import main
+from lmcache_compat.known_issues import KNOWN_ISSUES, verdict
+from lmcache_compat.matrix import load_matrix
+from tests.archives import ADAPTER_0_3_10_POST2, V1, make_tree
+
+
+@pytest.mark.parametrize(
+    ("vllm", "lmcache", "expected", "keys"),
+    [
+        ("0.32.0", "0.5.6", "degraded", {"shutdown-not-forwarded"}),
+        ("0.32.0", "0.3.9", "broken", {"unguarded-get-kv-events", "no-load-error-reporting"}),
+        ("0.32.0", "0.3.7", "broken", {"adapter-import-cdiv"}),
+        ("0.12.0", "0.3.9.post1", "ok", set()),
+        ("0.11.2", "0.3.9", "degraded", {"no-load-error-reporting"}),
+        ("0.9.2", "0.3.0", "broken", {"unguarded-get-finished"}),
+        ("0.15.1", "0.5.0", "broken", {"mp-server-url-misbinding"}),
+        ("0.20.2", "0.4.7", "broken", {"mp-use-mla-removed"}),
+        ("0.14.1", "0.3.12", "broken", {"event-lora-name"}),
+        ("0.32.0", "0.5.6+g1a2b3c", "degraded", {"shutdown-not-forwarded"}),
+        ("0.32.0", "0.3.12.dev40", "broken", {"event-lora-name"}),
+    ],
+)
+def test_verdicts(vllm: str, lmcache: str, expected: str, keys: set[str]) -> None:
+    v = verdict(vllm, lmcache)
+    assert v["verdict"] == expected
+    got = {i["key"] for i in v["issues"]}
+    assert keys <= got
+    if expected == "ok":
+        assert got == set()
+
+
+def test_unknown_pairs() -> None:
+    assert verdict(None, "0.5.6")["verdict"] == "unknown"
+    assert verdict("banana", "0.5.6")["verdict"] == "unknown"
+
+
+def test_scanned_rows_agree_with_the_matrix() -> None:
+    """Rows marked 'scanned' must follow from the shipped matrix."""
+    m = load_matrix()
+    by_key = {row.key: row for row in KNOWN_ISSUES}
+    assert [r.version for r in m.rows if not r.has("get_finished")] == ["0.3.0"]
+    last_without_events = [r.version for r in m.rows if not r.has("kv_events")][-1]
+    assert by_key["unguarded-get-kv-events"].lmcache == (None, last_without_events)
+    last_without_errors = [r.version for r in m.rows if not r.has("load_error_reporting")][-1]
+    assert by_key["no-load-error-reporting"].lmcache == (None, last_without_errors)
+
+
+def test_verified_rows_agree_with_the_shipped_import_facts() -> None:
+    from importlib.resources import files
+
+    data = json.loads(files("lmcache_compat").joinpath("data", "vllm_imports.json").read_text())
+    releases = data["vllm"]["0.32.0"]["releases"]
+    failing = [v for v, f in releases.items() if f["vllm_v1_adapter"] != "ok"]
+    row = {r.key: r for r in KNOWN_ISSUES}["adapter-import-cdiv"]
+    assert (failing[0], failing[-1]) == row.lmcache
+
+
+def test_doctor_scans_an_installed_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    make_tree(site, {V1: ADAPTER_0_3_10_POST2})
+    dist = site / "lmcache-0.3.10.post2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lmcache\nVersion: 0.3.10.post2\n")
+    monkeypatch.syspath_prepend(str(site))
+    from lmcache_compat.versions import installed_distribution_version
+
+    installed_distribution_version.cache_clear()
+    try:
+        assert main(["doctor", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+    finally:
+        installed_distribution_version.cache_clear()
+    present = {c["capability"]: c["present"] for c in report["capabilities"]}
+    assert present["kv_events"] is True and present["register_kv_caches"] is False
+    assert "read with ast" in report["capabilities_basis"]
+    assert report["engine_sources"][0]["present"] is True
