@@ -82,10 +82,10 @@ def main() -> int:
             1.6,
         ),
         (
-            "worker get_block_ids_with_load_errors: adapter / own",
+            "worker get_block_ids_with_load_errors: adapter / getattr+callable",
             "wa.get_block_ids_with_load_errors()",
-            "w.get_block_ids_with_load_errors()",
-            1.6,
+            "guarded(w)",
+            1.15,
         ),
         (
             "worker submit_store_request: adapter / own",
@@ -100,7 +100,7 @@ def main() -> int:
             1.2,
         ),
         (
-            "fallback end_session: n/a on 0.4.1 (has it) -> own",
+            "end_session (present on 0.4.1): adapter / own bound method",
             "so.end_session('r')",
             "s_old_end('r')",
             1.6,
@@ -113,6 +113,14 @@ def main() -> int:
         ),
     ]
     env["s_old_end"] = s_old.end_session
+
+    def guarded(obj: Any) -> Any:  # how vLLM's connectors call an optional method today
+        method = getattr(obj, "get_block_ids_with_load_errors", None)
+        if callable(method):
+            return method()
+        return set()
+
+    env["guarded"] = guarded
     print(f"Python {sys.version.split()[0]}; best of {args.repeat} x {args.number:,} calls each\n")
     print(f"{'measurement':<66} {'ours ns':>8} {'base ns':>8} {'ratio':>6} {'goal':>6}")
     missed = 0

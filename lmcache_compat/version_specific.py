@@ -748,8 +748,11 @@ def engine_lookup(method: Callable[..., Any], downgrades: Downgrades) -> Callabl
         "lookup_id" if "lookup_id" in names else "request_id" if "request_id" in names else None
     )
     takes_configs = "request_configs" in names  # 0.3.4
-    if id_name == "lookup_id" and takes_configs and "pin" in names:
-        # 0.3.4 on takes all three (defaults None, False, None): pass straight through
+    order = [p.name for p in signature_facts(method).params or ()]
+    if order[:7] == [
+        "tokens", "hashes", "offsets", "search_range", "lookup_id", "pin", "request_configs"
+    ]:
+        # 0.3.6 on: everything in this order, defaults None: pass straight through
         def lookup_newest(
             tokens: Any,
             *,
@@ -758,9 +761,11 @@ def engine_lookup(method: Callable[..., Any], downgrades: Downgrades) -> Callabl
             request_configs: Mapping[str, Any] | None = None,
             **kwargs: Any,
         ) -> Any:
-            return method(
-                tokens, lookup_id=lookup_id, pin=pin, request_configs=request_configs, **kwargs
-            )
+            if kwargs:
+                return method(
+                    tokens, lookup_id=lookup_id, pin=pin, request_configs=request_configs, **kwargs
+                )
+            return method(tokens, None, None, None, lookup_id, pin, request_configs)
 
         return lookup_newest
 
