@@ -246,6 +246,24 @@ class Downgrades:
         """The same permission, for another member (error messages name it)."""
         return Downgrades(True if self.all else self.allowed, where, self.version)
 
+    def keep(
+        self,
+        kwargs: dict[str, Any],
+        name: str,
+        value: Any,
+        *,
+        takes: bool,
+        since: str,
+        why: str,
+        argument: str | None = None,
+    ) -> None:
+        """Pass ``name=value`` where the release takes it; otherwise refuse (or, if allowed,
+        leave it out)."""
+        if takes:
+            kwargs[name] = value
+        else:
+            self.refuse(argument or name, since, why)
+
     def refuse(self, argument: str, since: str, why: str) -> None:
         """Raise unless ``argument`` may be downgraded (then the caller drops or adapts it)."""
         if self.all or argument in self.allowed:
@@ -528,15 +546,23 @@ def mp_lookup(
                 )
             kwargs["block_hashes"] = block_hashes
         if cache_salt:
-            if takes_salt:
-                kwargs["cache_salt"] = cache_salt
-            else:
-                downgrades.refuse("cache_salt", "0.4.4", "dropping it would mix tenants' caches")
+            downgrades.keep(
+                kwargs,
+                "cache_salt",
+                cache_salt,
+                takes=takes_salt,
+                since="0.4.4",
+                why="dropping it would mix tenants' caches",
+            )
         if request_configs:
-            if takes_configs:
-                kwargs["request_configs"] = request_configs
-            else:
-                downgrades.refuse("request_configs", "0.5.5", "the configuration would be ignored")
+            downgrades.keep(
+                kwargs,
+                "request_configs",
+                request_configs,
+                takes=takes_configs,
+                since="0.5.5",
+                why="the configuration would be ignored",
+            )
         return method(request_id, **kwargs)
 
     return lookup
@@ -562,17 +588,23 @@ def mp_free_lookup_locks(
     ) -> Any:
         kwargs: dict[str, Any] = {}
         if cache_salt:
-            if takes_salt:
-                kwargs["cache_salt"] = cache_salt
-            else:
-                downgrades.refuse(
-                    "cache_salt", "0.4.4", "the locks of the salted entries could not be found"
-                )
+            downgrades.keep(
+                kwargs,
+                "cache_salt",
+                cache_salt,
+                takes=takes_salt,
+                since="0.4.4",
+                why="the locks of the salted entries could not be found",
+            )
         if request_configs:
-            if takes_configs:
-                kwargs["request_configs"] = request_configs
-            else:
-                downgrades.refuse("request_configs", "0.5.5", "the configuration would be ignored")
+            downgrades.keep(
+                kwargs,
+                "request_configs",
+                request_configs,
+                takes=takes_configs,
+                since="0.5.5",
+                why="the configuration would be ignored",
+            )
         return method(token_ids, start, end, request_id, **kwargs)
 
     return free_lookup_locks
@@ -611,15 +643,25 @@ def mp_submit(
     def submit(first: Any, ops: Any, event: Any, *, salt: Any = None, configs: Any = None) -> Any:
         kwargs: dict[str, Any] = {}
         if salt and (any(salt) if batched else True):
-            if takes_salt:
-                kwargs[salt_name] = salt
-            else:
-                downgrades.refuse("cache_salt", "0.4.4", "dropping it would mix tenants' caches")
+            downgrades.keep(
+                kwargs,
+                salt_name,
+                salt,
+                takes=takes_salt,
+                since="0.4.4",
+                why="dropping it would mix tenants' caches",
+                argument="cache_salt",
+            )
         if configs and (any(configs) if batched else True):
-            if takes_configs:
-                kwargs[configs_name] = configs
-            else:
-                downgrades.refuse("request_configs", "0.5.5", "the configuration would be ignored")
+            downgrades.keep(
+                kwargs,
+                configs_name,
+                configs,
+                takes=takes_configs,
+                since="0.5.5",
+                why="the configuration would be ignored",
+                argument="request_configs",
+            )
         return method(first, ops, event, **kwargs)
 
     if batched:
@@ -726,12 +768,14 @@ def load_store_op_factory(op_cls: type, downgrades: Downgrades) -> Callable[...,
                 raise TypeError("make_load_store_op(): LMCache 0.3.13 needs block_hashes")
             kwargs["block_hashes"] = block_hashes
         if skip_first_n_tokens:
-            if takes_skip:
-                kwargs["skip_first_n_tokens"] = skip_first_n_tokens
-            else:
-                downgrades.refuse(
-                    "skip_first_n_tokens", "0.4.1", "the skipped tokens would be stored or loaded"
-                )
+            downgrades.keep(
+                kwargs,
+                "skip_first_n_tokens",
+                skip_first_n_tokens,
+                takes=takes_skip,
+                since="0.4.1",
+                why="the skipped tokens would be stored or loaded",
+            )
         return op_cls(**kwargs)
 
     return make_op
@@ -750,7 +794,13 @@ def engine_lookup(method: Callable[..., Any], downgrades: Downgrades) -> Callabl
     takes_configs = "request_configs" in names  # 0.3.4
     order = [p.name for p in signature_facts(method).params or ()]
     if order[:7] == [
-        "tokens", "hashes", "offsets", "search_range", "lookup_id", "pin", "request_configs"
+        "tokens",
+        "hashes",
+        "offsets",
+        "search_range",
+        "lookup_id",
+        "pin",
+        "request_configs",
     ]:
         # 0.3.6 on: everything in this order, defaults None: pass straight through
         def lookup_newest(
@@ -785,10 +835,14 @@ def engine_lookup(method: Callable[..., Any], downgrades: Downgrades) -> Callabl
         if pin:
             kwargs["pin"] = True
         if request_configs:
-            if takes_configs:
-                kwargs["request_configs"] = request_configs
-            else:
-                downgrades.refuse("request_configs", "0.3.4", "the configuration would be ignored")
+            downgrades.keep(
+                kwargs,
+                "request_configs",
+                request_configs,
+                takes=takes_configs,
+                since="0.3.4",
+                why="the configuration would be ignored",
+            )
         return method(tokens, **kwargs)
 
     return lookup
@@ -842,10 +896,14 @@ def engine_prefetch(
         **kwargs: Any,
     ) -> Any:
         if request_configs:
-            if takes_configs:
-                kwargs["request_configs"] = request_configs
-            else:
-                downgrades.refuse("request_configs", "0.3.4", "the configuration would be ignored")
+            downgrades.keep(
+                kwargs,
+                "request_configs",
+                request_configs,
+                takes=takes_configs,
+                since="0.3.4",
+                why="the configuration would be ignored",
+            )
         return old(tokens, **kwargs)
 
     return prefetch_sync
