@@ -516,3 +516,14 @@ def test_every_mp_capability_appears_in_some_release() -> None:
     for cap in Capability:
         if cap.value.startswith("mp_"):
             assert _rows_with(cap), cap
+
+
+def test_signature_probes_are_cached_per_function() -> None:
+    from lmcache_compat.signatures import signature_facts
+
+    cls = _mod("0.5.6").LMCacheMPSchedulerAdapter
+    a, b = instantiate(cls), instantiate(cls)
+    facts = signature_facts(cls.maybe_submit_lookup_request)
+    assert signature_facts(a.maybe_submit_lookup_request) is facts  # bound method: its function
+    assert signature_facts(b.maybe_submit_lookup_request) is facts  # not per instance
+    assert [p.name for p in facts.params or ()][:2] == ["request_id", "token_ids"]
