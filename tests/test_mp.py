@@ -522,7 +522,8 @@ def test_signature_probes_are_cached_per_function() -> None:
     from lmcache_compat.signatures import signature_facts
 
     cls = _mod("0.5.6").LMCacheMPSchedulerAdapter
-    a, b = instantiate(cls), instantiate(cls)
+    a: Any = instantiate(cls)
+    b: Any = instantiate(cls)
     facts = signature_facts(cls.maybe_submit_lookup_request)
     assert signature_facts(a.maybe_submit_lookup_request) is facts  # bound method: its function
     assert signature_facts(b.maybe_submit_lookup_request) is facts  # not per instance

@@ -199,3 +199,38 @@ def test_doctor_beside_real_vllm(
     native = [s for s in report["engine_sources"] if "vendored" in s["source"]]
     assert native and native[0]["present"] is True
     assert native[0]["imports_with_installed_lmcache"] == (version == "0.3.9")
+
+
+def test_vllm_loads_the_plugin_and_finds_the_connector_by_name(work: Path) -> None:
+    """The installed wheel's ``vllm.general_plugins`` entry point, loaded by vLLM itself."""
+    import subprocess
+    import sys
+
+    from tests.real.sweep import quiet_env
+
+    eps = [
+        ep
+        for ep in metadata.entry_points(group="vllm.general_plugins")
+        if ep.name == "lmcache_compat"
+    ]
+    assert [ep.value for ep in eps] == ["lmcache_compat.vllm_plugin:register"]
+    code = (
+        "from vllm.plugins import load_general_plugins\n"
+        "load_general_plugins()\n"
+        "from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory\n"
+        "cls = KVConnectorFactory.get_connector_class_by_name('LMCacheCompatConnector')\n"
+        "print(cls.__module__, cls.__name__)\n"
+    )
+    (work / "tmp" / "plugin").mkdir(parents=True, exist_ok=True)
+    env = quiet_env(work / "tmp" / "plugin")
+    env.pop("PYTHONPATH", None)  # the installed wheel, as a user would have it
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(work / "tmp" / "plugin"),
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "lmcache_compat.vllm LMCacheCompatConnector"
