@@ -73,6 +73,17 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "scanned",
     ),
     KnownIssue(
+        "vllm-no-load-failure-path",
+        (None, "0.11.1"),
+        (None, None),
+        "any connector",
+        "degraded",
+        "this vLLM has no KVConnectorOutput.invalid_block_ids: a KV block that failed to load is "
+        "used as if it had loaded (no recompute, no error)",
+        "upgrade vLLM to >= 0.11.2",
+        "verified",
+    ),
+    KnownIssue(
         "no-load-error-reporting",
         ("0.11.2", None),
         (None, "0.3.9"),

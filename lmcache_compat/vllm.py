@@ -104,6 +104,10 @@ class VllmFacts:
     block_removed_fields: tuple[tuple[str, bool], ...]
     #: ``BlockStored.block_hashes`` accepts ``bytes`` (``ExternalBlockHash = bytes | int``).
     hashes_accept_bytes: bool
+    #: vLLM carries failed KV loads back to the scheduler
+    #: (``KVConnectorOutput.invalid_block_ids``: 0.11.2 on). Before it, nothing in vLLM calls
+    #: ``get_block_ids_with_load_errors`` and a block that failed to load is used as loaded.
+    load_failure_path: bool = True
 
 
 def _struct_fields(cls: type) -> tuple[tuple[str, bool], ...]:
@@ -127,6 +131,18 @@ def _field_type_text(cls: type, name: str) -> str:
             if f.name == name:
                 return str(f.type)
     return str(getattr(cls, "__annotations__", {}).get(name, ""))
+
+
+def _declares_field(module_name: str, class_name: str, field: str) -> bool:
+    """Whether ``module_name.class_name`` (a dataclass or annotated class) declares ``field``."""
+    try:
+        module: Any = importlib.import_module(module_name)
+    except ImportError:  # pragma: no cover - every vLLM v1 has the module
+        return False
+    cls = getattr(module, class_name, None)
+    return field in getattr(cls, "__dataclass_fields__", {}) or field in getattr(
+        cls, "__annotations__", {}
+    )
 
 
 def _annotation_allows_none(annotation: object) -> bool:
@@ -163,6 +179,9 @@ def vllm_facts() -> VllmFacts:
         block_removed_fields=removed_fields,
         hashes_accept_bytes=stored is not None
         and "bytes" in _field_type_text(stored, "block_hashes"),
+        load_failure_path=_declares_field(
+            "vllm.v1.outputs", "KVConnectorOutput", "invalid_block_ids"
+        ),
     )
 
 
@@ -350,7 +369,19 @@ def _none() -> None:
 
 def _impl_class(native: bool) -> type:
     """LMCache's ``LMCacheConnectorV1Impl``, or vLLM's vendored copy for ``use_native``."""
-    module: Any = importlib.import_module(_NATIVE_IMPL_MODULE if native else _LMCACHE_IMPL_MODULE)
+    name = _NATIVE_IMPL_MODULE if native else _LMCACHE_IMPL_MODULE
+    try:
+        module: Any = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        # Only when the vendored package itself is missing (vLLM 0.11.0 has none); an LMCache
+        # module the vendored copy fails to import keeps its own error.
+        if not native or not exc.name or not name.startswith(exc.name):
+            raise
+        raise ImportError(
+            f"{CONNECTOR_NAME}: use_native=True needs vLLM's vendored copy of LMCache's "
+            f"adapter ({name}), which this vLLM does not ship; drop use_native to use "
+            "LMCache's own adapter"
+        ) from exc
     cls: type = getattr(module, _IMPL_CLASS)
     return cls
 
@@ -517,15 +548,18 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             if c not in caps
             and (c is not Capability.ASYNC_LOOKUP or facts.accepts_none_matched)
             and (c is not Capability.KV_EVENTS or facts.connector_events)
+            and (c is not Capability.LOAD_ERROR_REPORTING or facts.load_failure_path)
         ]
-        if not relevant:
+        texts = [_absent_text(c.spec, source, native) for c in relevant]
+        if not facts.load_failure_path:
+            texts.append(
+                f"{Capability.LOAD_ERROR_REPORTING.spec.impact} (this vLLM's "
+                "KVConnectorOutput has no invalid_block_ids, so it never asks the connector "
+                "for failed loads; first vLLM with it: 0.11.2)"
+            )
+        if not texts:
             return
-        logger.warning(
-            "%s over %s: %s",
-            CONNECTOR_NAME,
-            source,
-            "; ".join(_absent_text(c.spec, source, native) for c in relevant),
-        )
+        logger.warning("%s over %s: %s", CONNECTOR_NAME, source, "; ".join(texts))
 
     # --- worker side ---------------------------------------------------------------------------
 

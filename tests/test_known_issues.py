@@ -25,6 +25,7 @@ from tests.archives import ADAPTER_0_3_10_POST2, V1, make_tree
         ("0.14.1", "0.3.12", "broken", {"event-lora-name"}),
         ("0.32.0", "0.5.6+g1a2b3c", "degraded", {"shutdown-not-forwarded"}),
         ("0.32.0", "0.3.12.dev40", "broken", {"event-lora-name"}),
+        ("0.11.0", "0.5.6", "degraded", {"vllm-no-load-failure-path"}),
     ],
 )
 def test_verdicts(vllm: str, lmcache: str, expected: str, keys: set[str]) -> None:
