@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -114,3 +114,54 @@ def module_facts(result: dict[str, Any], present: set[str]) -> dict[str, str]:
         error = outcome.get("error")
         facts[short] = "ok" if error is None else re.sub(r" \((/|[A-Za-z]:\\)[^)]*\)$", "", error)
     return facts
+
+
+def run_drivers(
+    module: str, releases: Mapping[str, str], work: Path, timeout: float = 240
+) -> dict[str, dict[str, Any]]:
+    """Run ``python -m MODULE MODE TMP RESULT_JSON`` once per ``mode -> LMCache release``, all at
+    once, each with its release first on ``PYTHONPATH``; return each child's JSON report (with
+    its wall time and the install time added under ``timings``)."""
+    import time
+
+    start = time.perf_counter()
+    targets = {mode: install(version, work / "releases") for mode, version in releases.items()}
+    install_s = round(time.perf_counter() - start, 3)
+    procs: dict[str, tuple[subprocess.Popen[str], Path]] = {}
+    start = time.perf_counter()
+    for mode, target in targets.items():
+        tmp = work / mode
+        env = quiet_env(tmp)
+        env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
+        env["PYTHONHASHSEED"] = "0"  # LMCache's builtin chunk hash otherwise varies per process
+        result = tmp / "result.json"
+        with (tmp / "child.log").open("w") as log:
+            procs[mode] = (
+                subprocess.Popen(
+                    [sys.executable, "-m", module, mode, str(tmp), str(result)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env=env,
+                    cwd=str(tmp),
+                ),
+                result,
+            )
+    out: dict[str, dict[str, Any]] = {}
+    for mode, (proc, result) in procs.items():
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = -9
+        if code != 0 or not result.exists():
+            text = (result.parent / "child.log").read_text(errors="replace")
+            raise AssertionError(f"{module} {mode} failed ({code}):\n{text[-6000:]}")
+        report: dict[str, Any] = json.loads(result.read_text())
+        report["timings"]["child_wall"] = round(time.perf_counter() - start, 3)
+        report["timings"]["install_releases"] = install_s
+        report["lmcache_target"] = str(targets[mode])
+        print(f"{module} {mode} timings (s):", json.dumps(report["timings"], sort_keys=True))
+        out[mode] = report
+    return out

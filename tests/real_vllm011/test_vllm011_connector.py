@@ -24,18 +24,13 @@ time (about 20 s of wall time on 2 cores, most of it importing vLLM and the firs
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.real.sweep import ROOT, install, quiet_env
+from tests.real.sweep import ROOT, run_drivers
 
 pytestmark = pytest.mark.real
 
@@ -67,46 +62,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     if installed != VLLM:  # e.g. `pytest -m real tests` in the vLLM 0.32.0 env
         pytest.skip(f"needs vLLM {VLLM} (tox -e real-vllm0.11.0); installed: {installed}")
     work = tmp_path_factory.mktemp("compat011")
-    start = time.perf_counter()
-    targets = {mode: install(v, work / "releases") for mode, v in RELEASES.items()}
-    install_s = round(time.perf_counter() - start, 3)
-    procs: dict[str, tuple[subprocess.Popen[str], Path]] = {}
-    start = time.perf_counter()
-    for mode, target in targets.items():
-        tmp = work / mode
-        env = quiet_env(tmp)
-        env["PYTHONPATH"] = os.pathsep.join([str(target), str(ROOT)])
-        env["PYTHONHASHSEED"] = "0"  # LMCache's builtin chunk hash otherwise varies per process
-        result = tmp / "result.json"
-        log = (tmp / "child.log").open("w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.real_vllm011.driver", mode, str(tmp), str(result)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=env,
-            cwd=str(tmp),
-        )
-        log.close()
-        procs[mode] = (proc, result)
-    out: dict[str, dict[str, Any]] = {}
-    for mode, (proc, result) in procs.items():
-        try:
-            code = proc.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            code = -9
-        if code != 0 or not result.exists():
-            text = (result.parent / "child.log").read_text(errors="replace")
-            raise AssertionError(f"driver {mode} failed ({code}):\n{text[-6000:]}")
-        report: dict[str, Any] = json.loads(result.read_text())
-        report["timings"]["child_wall"] = round(time.perf_counter() - start, 3)
-        report["timings"]["install_releases"] = install_s
-        report["lmcache_target"] = str(targets[mode])
-        print(f"driver {mode} timings (s):", json.dumps(report["timings"], sort_keys=True))
-        out[mode] = report
-    return out
+    return run_drivers("tests.real_vllm011.driver", RELEASES, work)
 
 
 @pytest.fixture(scope="module")
