@@ -55,19 +55,23 @@ from pathlib import Path
 from typing import Any
 
 from tests.real.scheduler import harness as h
+
+# the scenario's constants are shared with the vLLM 0.32.0 driver
+from tests.real.scheduler.compat_driver import (
+    COMPAT_LOGGER,
+    EXTRA,
+    FAILED_CHUNK,
+    LMCACHE_ADAPTER_LOGGER,
+    LMCACHE_MANAGER_LOGGER,
+    MAX_STEPS,
+    OURS,
+    OURS_MODULE,
+    PROMPT_TOKENS,
+    STORED_TOKENS,
+    VLLMS,
+)
 from tests.real_vllm011 import helpers as v11
 
-OURS = "LMCacheCompatConnector"
-OURS_MODULE = "lmcache_compat.vllm"
-VLLMS = "LMCacheConnectorV1"
-COMPAT_LOGGER = "lmcache_compat.vllm"
-LMCACHE_ADAPTER_LOGGER = "lmcache.integration.vllm.vllm_v1_adapter"
-LMCACHE_MANAGER_LOGGER = "lmcache.v1.manager"
-PROMPT_TOKENS = 64
-STORED_TOKENS = 48  # three 16-token blocks (and LMCache chunks) held "externally"
-FAILED_CHUNK = 1  # the second of them goes missing between lookup and load
-MAX_STEPS = 12
-EXTRA = {"lmcache.chunk_size": h.BLOCK_SIZE}
 LAYERS = [f"model.layers.{i}.self_attn.attn" for i in range(2)]
 
 START = time.perf_counter()
