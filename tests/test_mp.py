@@ -23,6 +23,7 @@ from lmcache_compat.matrix import ReleaseRow, load_matrix
 from lmcache_compat.mp import mp_init_kwargs
 from lmcache_compat.version_specific import ARGUMENTS
 from tests.generated_fakes import GeneratedEngine, fake_module, instantiate
+from tests.strategies import mp_configs
 
 MATRIX = load_matrix()
 MP_ROWS = [r for r in MATRIX.rows if MP_SCHEDULER in r.surfaces]
@@ -248,38 +249,9 @@ def test_create_builds_and_wraps() -> None:
     assert worker.target._init[1]["server_url"] == "tcp://h:1"
 
 
-config_strategy = st.builds(
-    lambda urls, world, rank_frac, tp, pp, dcp, mla, t, extra, ev: MPConfig(
-        urls if len(urls) > 1 else urls[0],
-        "model",
-        16,
-        world_size=world * tp,
-        rank=int(rank_frac * world * tp) % (world * tp),
-        tp_size=tp,
-        pp_size=pp,
-        dcp_size=dcp,
-        use_mla=mla,
-        mq_timeout=t,
-        heartbeat_interval=t,
-        extra_config=extra,
-        enable_kv_events=ev,
-    ),
-    st.lists(st.from_regex(r"tcp://[a-z]{1,5}:[0-9]{1,4}", fullmatch=True), min_size=1, max_size=3),
-    st.integers(1, 4),
-    st.floats(0, 0.999),
-    st.sampled_from([1, 2, 4]),
-    st.integers(1, 2),
-    st.integers(1, 2),
-    st.booleans(),
-    st.one_of(st.none(), st.floats(0.1, 10)),
-    st.one_of(st.none(), st.dictionaries(st.sampled_from(["a", "b"]), st.integers(), max_size=2)),
-    st.booleans(),
-)
-
-
 @settings(max_examples=150, deadline=None)
 @given(
-    config=config_strategy,
+    config=mp_configs,
     version=st.sampled_from(MP_VERSIONS),
     role=st.sampled_from([MP_SCHEDULER, MP_WORKER]),
     allow_all=st.booleans(),

@@ -27,6 +27,7 @@ from lmcache_compat.version_specific import (
     mp_register_kv_caches,
     mp_submit,
 )
+from tests.strategies import mp_configs
 
 SUMMARY: dict[str, Any] = {"bound": 0, "refused": 0, "errors": []}
 
@@ -113,41 +114,12 @@ def check_calls(mod: Any) -> None:
     SUMMARY["load_store_op"] = dict(vars(op))
 
 
-configs = st.builds(
-    lambda urls, world, rank, tp, pp, dcp, mla, t, extra, ev: MPConfig(
-        urls,
-        "model",
-        16,
-        world_size=world * tp,
-        rank=rank % (world * tp),
-        tp_size=tp,
-        pp_size=pp,
-        dcp_size=dcp,
-        use_mla=mla,
-        mq_timeout=t,
-        heartbeat_interval=t,
-        extra_config=extra,
-        enable_kv_events=ev,
-    ),
-    st.lists(st.sampled_from(["tcp://a:1", "tcp://b:2", "tcp://c:3"]), min_size=1, max_size=3),
-    st.integers(1, 4),
-    st.integers(0, 63),
-    st.sampled_from([1, 2, 4]),
-    st.integers(1, 2),
-    st.integers(1, 2),
-    st.booleans(),
-    st.one_of(st.none(), st.floats(0.1, 10)),
-    st.one_of(st.none(), st.just({"k": 1})),
-    st.booleans(),
-)
-
-
 def main() -> int:
     mod = importlib.import_module(MP_MODULE)
     SUMMARY["module"] = mod.__file__
 
     @settings(max_examples=200, deadline=None, database=None)
-    @given(config=configs, allow=st.sampled_from([(), True]))
+    @given(config=mp_configs, allow=st.sampled_from([(), True]))
     def any_facts(config: MPConfig, allow: Any) -> None:
         check_init(mod, config, allow)
 
