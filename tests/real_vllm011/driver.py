@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import sys
 import time
 from contextlib import ExitStack
@@ -69,6 +68,7 @@ from tests.real.scheduler.compat_driver import (
     PROMPT_TOKENS,
     STORED_TOKENS,
     VLLMS,
+    run_driver,
 )
 from tests.real_vllm011 import helpers as v11
 
@@ -546,36 +546,14 @@ def run_lacking(tmp: Path, report: dict[str, Any]) -> None:
 # --- entry point ----------------------------------------------------------------------------------
 
 
-def main(argv: list[str]) -> int:
-    mode, tmp, result_path = argv[0], Path(argv[1]), Path(argv[2])
-    timings: dict[str, float] = {}
-    report: dict[str, Any] = {"mode": mode, "timings": timings}
-    import lmcache_compat
-
-    report["import_lmcache_compat_imports_vllm"] = "vllm" in sys.modules
-    with h.timed(timings, "import_vllm_and_lmcache"):
-        from importlib.metadata import version
-
-        import lmcache.integration.vllm.vllm_v1_adapter
-        import vllm  # noqa: F401
-
-        import lmcache_compat.vllm
-
-    report["vllm"] = version("vllm")
-    report["torch"] = version("torch")
-    report["lmcache"] = version("lmcache")
-    report["lmcache_file"] = lmcache.__file__
-    report["compat_file"] = lmcache_compat.vllm.__file__
+def _describe(report: dict[str, Any]) -> None:
     report["vllm_side"] = vllm_side()
     report["vllm_facts"] = compat_facts()
+
+
+def main(argv: list[str]) -> int:
     runs = {"full": run_full, "post1": run_post1, "lacking": run_lacking}
-    if mode not in runs:
-        raise SystemExit(f"unknown mode {mode!r}")
-    with h.timed(timings, "run"):
-        runs[mode](tmp, report)
-    timings["total_in_process"] = round(time.perf_counter() - START, 3)
-    result_path.write_text(json.dumps(report, indent=2, sort_keys=True, default=repr))
-    return 0
+    return run_driver(argv, runs, _describe)
 
 
 if __name__ == "__main__":

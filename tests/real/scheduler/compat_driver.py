@@ -51,6 +51,7 @@ import json
 import pickle
 import sys
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -604,8 +605,16 @@ def run_lacking(tmp: Path, report: dict[str, Any]) -> None:
             ours["worker_role"] = f"{type(exc).__name__}: {exc}"
 
 
-def main(argv: list[str]) -> int:
+def run_driver(
+    argv: list[str],
+    runs: Mapping[str, Callable[[Path, dict[str, Any]], None]],
+    describe: Callable[[dict[str, Any]], None] | None = None,
+) -> int:
+    """The child-process entry point both vLLM tiers share: ``MODE TMP RESULT_JSON``. Records
+    what is imported and from where, runs ``runs[MODE]``, writes the JSON report."""
     mode, tmp, result_path = argv[0], Path(argv[1]), Path(argv[2])
+    if mode not in runs:
+        raise SystemExit(f"unknown mode {mode!r}")
     timings: dict[str, float] = {}
     report: dict[str, Any] = {"mode": mode, "timings": timings}
     import lmcache_compat
@@ -620,19 +629,21 @@ def main(argv: list[str]) -> int:
         import lmcache_compat.vllm
 
     report["vllm"] = version("vllm")
+    report["torch"] = version("torch")
     report["lmcache"] = version("lmcache")
     report["lmcache_file"] = lmcache.__file__
     report["compat_file"] = lmcache_compat.vllm.__file__
+    if describe is not None:
+        describe(report)
     with h.timed(timings, "run"):
-        if mode == "full":
-            run_full(tmp, report)
-        elif mode == "lacking":
-            run_lacking(tmp, report)
-        else:
-            raise SystemExit(f"unknown mode {mode!r}")
+        runs[mode](tmp, report)
     timings["total_in_process"] = round(time.perf_counter() - START, 3)
     result_path.write_text(json.dumps(report, indent=2, sort_keys=True, default=repr))
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return run_driver(argv, {"full": run_full, "lacking": run_lacking})
 
 
 if __name__ == "__main__":
