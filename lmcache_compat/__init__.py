@@ -22,12 +22,13 @@ from lmcache_compat.versions import installed_lmcache_version, parse_version
 
 if TYPE_CHECKING:  # imported on first use (PEP 562) to keep `import lmcache_compat` cheap
     from lmcache_compat.engine import EngineAdapter, get_or_create_engine
-    from lmcache_compat.mp import MPConfig, MPSchedulerAdapter, MPWorkerAdapter
+    from lmcache_compat.mp import MPSchedulerAdapter, MPWorkerAdapter
+    from lmcache_compat.mp_calls import MPConfig
 
 _LAZY = {
     "EngineAdapter": "lmcache_compat.engine",
     "get_or_create_engine": "lmcache_compat.engine",
-    "MPConfig": "lmcache_compat.mp",
+    "MPConfig": "lmcache_compat.mp_calls",
     "MPSchedulerAdapter": "lmcache_compat.mp",
     "MPWorkerAdapter": "lmcache_compat.mp",
 }

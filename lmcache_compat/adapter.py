@@ -20,6 +20,7 @@ from lmcache_compat.catalog import (
     ROLE_CORE_METHODS,
     Capability,
     CapabilitySpec,
+    fallback_table,
     spec_for,
 )
 from lmcache_compat.errors import (
@@ -28,10 +29,10 @@ from lmcache_compat.errors import (
     MissingCapabilityError,
     NotAnEngineError,
 )
-from lmcache_compat.probe import Capabilities, ClassFacts, class_facts, probe_target
+from lmcache_compat.probe import Capabilities, ClassFacts, facts_for_class, probe_target
 from lmcache_compat.versions import installed_distribution_version
 
-__all__ = ["BoundAdapter", "ConnectorAdapter", "first_release"]
+__all__ = ["BoundAdapter", "ConnectorAdapter", "first_release", "missing_error"]
 
 
 def _describe(value: object) -> str:
@@ -121,9 +122,10 @@ def first_release(spec: CapabilitySpec) -> str:
         return spec.since
 
 
-def _missing_error(
+def missing_error(
     spec: CapabilitySpec, cls_name: str, version: str | None
 ) -> MissingCapabilityError:
+    """The error for a missing capability: what, where, installed and first versions, a fix."""
     return MissingCapabilityError(
         spec.capability.value,
         member=spec.member,
@@ -133,27 +135,28 @@ def _missing_error(
     )
 
 
-def _raiser(spec: CapabilitySpec, cls_name: str, version: str | None) -> Callable[..., NoReturn]:
-    error_args = (spec, cls_name, version)
+def _raiser(spec: CapabilitySpec) -> Callable[..., NoReturn]:
+    """A method raising :class:`MissingCapabilityError` for ``spec``; the class name and
+    version come from the adapter instance, so one generated class serves every engine."""
 
-    def missing(self: object, *args: object, **kwargs: object) -> NoReturn:
-        raise _missing_error(*error_args)
+    def missing(self: BoundAdapter, *args: object, **kwargs: object) -> NoReturn:
+        raise missing_error(spec, self.capabilities.cls_name, self.lmcache_version)
 
     missing.__name__ = missing.__qualname__ = spec.method
     return missing
 
 
-_ShapeKey = tuple[type, frozenset[str], bool, str, "str | None", "tuple[tuple[str, int], ...]"]
+_ShapeKey = tuple[type, frozenset[str], bool, frozenset[str]]
+#: One generated subclass per (adapter class, absent methods, strict, always-raising methods):
+#: bounded by the catalog's rows, whatever the number of engine classes.
 _SHAPES: dict[_ShapeKey, type] = {}
 _SHAPES_LOCK = threading.Lock()
 
 
-def _shape_class(  # noqa: PLR0917 - internal, one call site
+def _shape_class(
     base: type[BoundAdapter],
     absent: tuple[CapabilitySpec, ...],
     strict: bool,
-    cls_name: str,
-    version: str | None,
     always_raise: tuple[CapabilitySpec, ...] = (),
 ) -> type[BoundAdapter]:
     """The (cached) subclass of ``base`` whose class-level methods are the fallbacks, or the
@@ -162,23 +165,20 @@ def _shape_class(  # noqa: PLR0917 - internal, one call site
     Fallbacks live on the class, not the instance, so calling one costs exactly a plain method
     call; the engine's own methods are bound per instance into ``__slots__``.
     """
-    raising = strict or bool(always_raise)
     key: _ShapeKey = (
         base,
-        frozenset(spec.method for spec in absent),
+        frozenset(s.method for s in absent),
         strict,
-        cls_name if raising else "",
-        version if raising else None,
-        tuple((spec.method, id(spec)) for spec in always_raise),
+        frozenset(s.method for s in always_raise),
     )
     shape = _SHAPES.get(key)
     if shape is not None:
         return shape
     namespace: dict[str, Any] = {"__slots__": (), "__module__": base.__module__}
     for spec in absent:
-        namespace[spec.method] = _raiser(spec, cls_name, version) if strict else spec.fallback
+        namespace[spec.method] = _raiser(spec) if strict else spec.fallback
     for spec in always_raise:  # no safe fallback: calling it is always an error
-        namespace[spec.method] = _raiser(spec, cls_name, version)
+        namespace[spec.method] = _raiser(spec)
     shape = type(base.__name__, (base,), namespace)
     shape.__qualname__ = base.__qualname__
     with _SHAPES_LOCK:
@@ -186,19 +186,18 @@ def _shape_class(  # noqa: PLR0917 - internal, one call site
 
 
 _A = TypeVar("_A", bound="BoundAdapter")
-_C = TypeVar("_C", bound="ConnectorAdapter")
 
 
 class BoundAdapter:
     """Shared machinery of the adapters: probe once, bind once, call fast.
 
     A subclass names the catalog owner it wraps (``_ROLE``) and the methods it passes through
-    (``_PASS_THROUGH``, the role's core methods by default). At construction the target's class
-    is probed (cached per class), required capabilities are checked, each optional catalog
-    method is bound to the target's own bound method (behind a result check where the catalog
-    says so), or -- absent -- the adapter's class gets the catalog fallback as a plain method
-    (or a raiser in ``strict`` mode). :meth:`_bind_specific` binds the methods whose arguments
-    differ by release (see :mod:`lmcache_compat.version_specific`).
+    (``_PASS_THROUGH``, the role's core methods by default). :meth:`_build` probes the target's
+    class (cached per class), checks required capabilities, binds each optional catalog method
+    to the target's own bound method (behind a result check where the catalog says so), or --
+    absent -- gives the adapter's class the catalog fallback as a plain method (or a raiser in
+    ``strict`` mode). Subclasses then bind the methods whose arguments differ by release (see
+    :mod:`lmcache_compat.mp_calls` and :mod:`lmcache_compat.engine_calls`).
     """
 
     __slots__ = ("capabilities", "lmcache_version", "strict", "target")
@@ -214,18 +213,24 @@ class BoundAdapter:
     lmcache_version: str | None
     strict: bool
 
-    def __new__(
+    @classmethod
+    def _build(
         cls: type[_A],
         target: object,
-        *,
-        require: Iterable[Capability | str] = (),
-        strict: bool = False,
-        **options: Any,
-    ) -> _A:
+        require: Iterable[Capability | str],
+        strict: bool,
+    ) -> tuple[_A, ClassFacts, type]:
+        """The bound adapter, the facts of the target's class, and that class."""
         if isinstance(require, (str, Capability)):
             require = (require,)
         required = [spec_for(c) for c in require]  # unknown names fail before any work
-        facts = class_facts(target)
+        if issubclass(type(target), type):  # isinstance() would consult a faked __class__
+            raise NotAnEngineError(
+                f"{cls.__name__}() got the class {getattr(target, '__qualname__', target)!s}, "
+                "not an instance of it: build the engine first and pass the instance"
+            )
+        target_cls = probe_target(target)
+        facts = facts_for_class(target_cls)
         version = installed_distribution_version("lmcache")
         missing_core = facts.missing_core(cls._ROLE)
         if missing_core:
@@ -239,7 +244,7 @@ class BoundAdapter:
         caps = facts.capabilities_as(cls._ROLE)
         for spec in required:
             if spec.capability not in caps:
-                raise _missing_error(spec, facts.cls_name, version)
+                raise missing_error(spec, facts.cls_name, version)
 
         optional = [
             s
@@ -248,7 +253,7 @@ class BoundAdapter:
         ]
         absent = tuple(s for s in optional if s.capability not in caps)
         raising = tuple(spec_for(c) for c in cls._RAISE_WHEN_ABSENT if c not in caps)
-        shape = _shape_class(cls, absent, bool(strict), facts.cls_name, version, raising)
+        shape = _shape_class(cls, absent, bool(strict), raising)
         self = cast(_A, object.__new__(shape))
         bind = object.__setattr__
         bind(self, "target", target)
@@ -260,14 +265,13 @@ class BoundAdapter:
             core = tuple(ROLE_CORE_METHODS[cls._ROLE])
         for name in core:
             bind(self, name, getattr(target, name))
-        raw_cls = probe_target(target)
         for spec in optional:
             if spec.capability not in caps:
                 continue
             method: Callable[..., Any]
             if spec.kind == "property":
                 # evaluated per call, as the release's own callers do; never by the probe
-                method = functools.partial(_property_getter(raw_cls, spec.method), target)
+                method = functools.partial(_property_getter(target_cls, spec.method), target)
             else:
                 method = getattr(target, spec.method)
             check = _CHECKS.get(spec.method)
@@ -277,24 +281,7 @@ class BoundAdapter:
         for capability in cls._RAISE_WHEN_ABSENT:
             if capability in caps:
                 bind(self, capability.spec.method, getattr(target, capability.spec.method))
-        self._bind_specific(facts, options)
-        return self
-
-    def __init__(
-        self,
-        target: object,
-        *,
-        require: Iterable[Capability | str] = (),
-        strict: bool = False,
-        **options: Any,
-    ) -> None:
-        """Everything is decided and bound in ``__new__`` (which picks the class whose methods
-        are the right fallbacks); there is nothing left to do here."""
-
-    def _bind_specific(self, facts: ClassFacts, options: dict[str, Any]) -> None:
-        """Bind the methods whose arguments differ by release. Unknown options are errors."""
-        if options:
-            raise TypeError(f"{type(self).__name__}() got unexpected options {sorted(options)}")
+        return self, facts, target_cls
 
     def _set(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
@@ -324,24 +311,15 @@ def _property_getter(cls: type, name: str) -> Callable[[Any], Any]:
     raise NotAnEngineError(f"{cls.__qualname__} has no property {name!r}")
 
 
+_C = TypeVar("_C", bound="ConnectorAdapter")
+
+
 class ConnectorAdapter(BoundAdapter):
     """Uniform adapter over an LMCache ``LMCacheConnectorV1Impl`` of any release (0.3.0 on).
 
     ``require``: capabilities that must be present, else :class:`MissingCapabilityError` here.
     ``strict``: absent optional methods raise :class:`MissingCapabilityError` when called
-    instead of returning their documented fallback:
-
-    ============================== ===========================================================
-    method                          fallback when the release lacks it
-    ============================== ===========================================================
-    get_finished(ids)               ``(None, None)``
-    request_finished(req, blocks)   ``(False, None)``
-    get_inference_info()            ``{}``
-    get_block_ids_with_load_errors  ``set()`` (a new empty set per call)
-    shutdown()                      no-op
-    get_kv_events()                 ``[]`` (a new empty list per call)
-    register_kv_caches(kv_caches)   no-op (the release reads KV caches from the forward context)
-    ============================== ===========================================================
+    instead of returning their documented fallback.
 
     The seven methods every release has (``start_load_kv``, ``wait_for_layer_load``,
     ``save_kv_layer``, ``wait_for_save``, ``get_num_new_matched_tokens``,
@@ -392,7 +370,8 @@ class ConnectorAdapter(BoundAdapter):
         require: Iterable[Capability | str] = (),
         strict: bool = False,
     ) -> _C:
-        return BoundAdapter.__new__(cls, engine, require=require, strict=strict)
+        self, _, _ = cls._build(engine, require, strict)
+        return self
 
     def __init__(
         self,
@@ -401,9 +380,13 @@ class ConnectorAdapter(BoundAdapter):
         require: Iterable[Capability | str] = (),
         strict: bool = False,
     ) -> None:
-        """See :class:`BoundAdapter`: bound in ``__new__``."""
+        """Everything is decided and bound in ``__new__`` (which picks the class whose methods
+        are the right fallbacks); there is nothing left to do here."""
 
     @property
     def engine(self) -> Any:
         """The wrapped ``LMCacheConnectorV1Impl``."""
         return self.target
+
+
+ConnectorAdapter.__doc__ = (ConnectorAdapter.__doc__ or "") + fallback_table(CONNECTOR_IMPL)

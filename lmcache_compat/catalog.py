@@ -15,7 +15,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+from lmcache_compat import fallbacks as fb
+from lmcache_compat import locations as loc
+from lmcache_compat.errors import UnknownCapabilityError
+from lmcache_compat.tokens import looks_up_by_tokens, takes_packed_tokens
+
+if TYPE_CHECKING:
+    from lmcache_compat.signatures import MethodFacts
 
 __all__ = [
     "CATALOG",
@@ -28,17 +36,16 @@ __all__ = [
     "ROLE_CORE_METHODS",
     "Capability",
     "CapabilitySpec",
+    "fallback_table",
     "owned_by",
     "spec_for",
 ]
 
-#: Class name of the engine object vLLM's ``LMCacheConnectorV1`` keeps as ``_lmcache_engine``.
-CONNECTOR_IMPL = "LMCacheConnectorV1Impl"
-#: The multi-process adapters (``lmcache/integration/vllm/vllm_multi_process_adapter.py``).
-MP_SCHEDULER = "LMCacheMPSchedulerAdapter"
-MP_WORKER = "LMCacheMPWorkerAdapter"
-#: The core engine (``lmcache/v1/cache_engine.py``).
-ENGINE = "LMCacheEngine"
+#: The catalog's owners: upstream class names (where they live: :mod:`lmcache_compat.locations`).
+CONNECTOR_IMPL = loc.CONNECTOR_IMPL.name
+MP_SCHEDULER = loc.MP_SCHEDULER.name
+MP_WORKER = loc.MP_WORKER.name
+ENGINE = loc.ENGINE.name
 
 Kind = Literal["method", "property", "class"]
 
@@ -80,6 +87,10 @@ class Capability(str, enum.Enum):
     MP_RESET_CACHE = "mp_reset_cache"
     MP_KV_EVENTS = "mp_kv_events"
     MP_FAILED_REQUEST_REPORTING = "mp_failed_request_reporting"
+    MP_PACKED_TOKEN_IDS = "mp_packed_token_ids"
+    MP_LOOKUP_START = "mp_lookup_start"
+    MP_FREE_EXTRA_RANGES = "mp_free_extra_ranges"
+    MP_CHUNK_ALIGNMENT = "mp_chunk_alignment"
     # LMCacheEngine (lmcache/v1/cache_engine.py), used directly by SGLang-style integrations
     ENGINE_LOOKUP_ID = "engine_lookup_id"
     ENGINE_HEALTH = "engine_health"
@@ -101,71 +112,6 @@ class Capability(str, enum.Enum):
     def since(self) -> str:
         """The first LMCache release that has this capability."""
         return _BY_CAPABILITY[self].since
-
-
-# --- fallbacks: installed as methods of an adapter class when a capability is absent ----------
-# Each takes the adapter as ``self`` (so a call costs exactly a plain method call) and returns a
-# *new* object per call where the result is mutable, so callers may mutate it.
-
-
-def _no_finished(self: object, finished_req_ids: Any) -> tuple[None, None]:
-    """Fallback of ``get_finished(ids)``: no asynchronous sends or receives are tracked."""
-    return (None, None)
-
-
-def _request_not_held(self: object, request: Any, block_ids: Any) -> tuple[bool, None]:
-    """Fallback of ``request_finished(request, block_ids)``: blocks may be freed at once."""
-    return (False, None)
-
-
-def _no_inference_info(self: object) -> dict[str, Any]:
-    """Fallback of ``get_inference_info()``: an empty dict."""
-    return {}
-
-
-def _no_load_errors(self: object) -> set[int]:
-    """Fallback of ``get_block_ids_with_load_errors()``: a new empty set."""
-    return set()
-
-
-def _noop(self: object) -> None:
-    """Fallback of ``shutdown()``: nothing to stop."""
-
-
-def _no_kv_events(self: object) -> list[Any]:
-    """Fallback of ``get_kv_events()``: a new empty list."""
-    return []
-
-
-def _noop_register(self: object, kv_caches: Any) -> None:
-    """Fallback of ``register_kv_caches(kv_caches)``: releases before 0.3.12 take the KV caches
-    from the forward context on the first ``start_load_kv``."""
-
-
-def _noop_any(self: object, *args: Any, **kwargs: Any) -> None:
-    """Fallback of an optional notification (end_session, free_lookup_locks,
-    report_block_allocations, handle_preemptions, scheduler shutdown): nothing to tell."""
-
-
-def _assume_healthy(self: object) -> bool:
-    """Fallback of ``is_healthy``: the release cannot tell, so health is unknown and reported
-    as healthy (documented; it is what every caller did before the check existed)."""
-    return True
-
-
-def _not_reset(self: object) -> bool:
-    """Fallback of ``reset_cache()``: the release cannot reset, so nothing was reset."""
-    return False
-
-
-def _no_failed_requests(self: object) -> set[str]:
-    """Fallback of ``get_failed_request_ids()``: a new empty set."""
-    return set()
-
-
-def _not_frozen(self: object) -> bool:
-    """Fallback of ``is_frozen()``: releases before 0.3.11 cannot freeze."""
-    return False
 
 
 @dataclass(frozen=True)
@@ -199,6 +145,9 @@ class CapabilitySpec:
     keyword: str | None = None
     #: Further classes that must carry it too (e.g. ``is_healthy`` on both MP adapters).
     also: tuple[str, ...] = ()
+    #: When set, the capability is "``method``'s facts pass this test" (e.g. the lookup is keyed
+    #: by token ids, read from the key parameter's annotation), instead of arity or keyword.
+    rule: Callable[[MethodFacts], bool] | None = None
 
     @property
     def owners(self) -> tuple[str, ...]:
@@ -222,7 +171,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_finished",
         ("finished_req_ids",),
         "0.3.1",
-        _no_finished,
+        fb.no_finished,
         "(None, None)",
         "no asynchronous send/receive completion is reported (nothing is lost: LMCache "
         "transfers are synchronous in these releases)",
@@ -233,7 +182,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "request_finished",
         ("request", "block_ids"),
         "0.3.1",
-        _request_not_held,
+        fb.request_not_held,
         "(False, None)",
         "blocks are freed as soon as a request finishes; no KV transfer parameters are returned",
     ),
@@ -254,7 +203,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_inference_info",
         (),
         "0.3.7",
-        _no_inference_info,
+        fb.no_inference_info,
         "{} (an empty dict)",
         "no inference/configuration summary is available for diagnostics",
     ),
@@ -264,7 +213,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_block_ids_with_load_errors",
         (),
         "0.3.9.post1",
-        _no_load_errors,
+        fb.no_load_errors,
         "set() (an empty set: no failure can be reported)",
         "KV load failures cannot be detected: requests may compute on missing KV",
     ),
@@ -274,7 +223,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "shutdown",
         (),
         "0.3.10",
-        _noop,
+        fb.noop,
         "None (a no-op)",
         "LMCache's background services are not stopped cleanly at exit",
     ),
@@ -284,7 +233,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_kv_events",
         (),
         "0.3.10.post2",
-        _no_kv_events,
+        fb.no_kv_events,
         "[] (an empty list: no events)",
         "no KV cache events: KV-aware routers cannot see what LMCache stores",
     ),
@@ -294,7 +243,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "register_kv_caches",
         ("kv_caches",),
         "0.3.12",
-        _noop_register,
+        fb.noop_register,
         "None (a no-op: the release takes KV caches from the forward context)",
         "none in practice: KV caches are picked up from the forward context on first load",
     ),
@@ -320,7 +269,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         None,
         "lookups are keyed by vLLM block hashes (the adapter passes block_hashes)",
         "lookups need vLLM's block hashes",
-        keyword="token_ids",
+        rule=looks_up_by_tokens,
     ),
     CapabilitySpec(
         Capability.MP_END_SESSION,
@@ -328,7 +277,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "end_session",
         ("request_id",),
         "0.3.14",
-        _noop_any,
+        fb.noop_any,
         "None (a no-op)",
         "no end-of-request notification to the LMCache server",
     ),
@@ -338,7 +287,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "free_lookup_locks",
         ("token_ids", "start", "end", "request_id"),
         "0.4.1",
-        _noop_any,
+        fb.noop_any,
         "None (a no-op: releases before 0.4.1 take no lookup locks)",
         "none: there are no lookup locks to free",
     ),
@@ -348,7 +297,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "is_healthy",
         (),
         "0.4.2",
-        _assume_healthy,
+        fb.assume_healthy,
         "True (health unknown: assumed healthy)",
         "an unreachable LMCache server is not detected early; requests fail on use instead",
         kind="property",
@@ -360,7 +309,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_block_ids_with_load_errors",
         (),
         "0.4.2",
-        _no_load_errors,
+        fb.no_load_errors,
         "set() (an empty set: no failure can be reported)",
         "KV load failures cannot be detected: requests may compute on missing KV",
     ),
@@ -370,7 +319,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "report_block_allocations",
         ("records",),
         "0.4.3",
-        _noop_any,
+        fb.noop_any,
         "None (a no-op)",
         "the LMCache server is not told about vLLM block allocations",
     ),
@@ -424,7 +373,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "shutdown",
         (),
         "0.5.0",
-        _noop_any,
+        fb.noop_any,
         "None (a no-op)",
         "the scheduler side's sockets are closed only at process exit",
     ),
@@ -434,7 +383,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "handle_preemptions",
         ("need_flush_before_forward",),
         "0.5.2",
-        _noop_any,
+        fb.noop_any,
         "None (a no-op)",
         "in-flight stores of preempted requests are not flushed first",
     ),
@@ -487,7 +436,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "reset_cache",
         (),
         "0.5.6",
-        _not_reset,
+        fb.not_reset,
         "False (nothing was reset)",
         "the LMCache server's cache cannot be reset from vLLM",
     ),
@@ -497,7 +446,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_kv_events",
         (),
         "0.5.6",
-        _no_kv_events,
+        fb.no_kv_events,
         "[] (an empty list: no events)",
         "no KV cache events: KV-aware routers cannot see what LMCache stores",
     ),
@@ -507,9 +456,54 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_failed_request_ids",
         (),
         "0.5.6",
-        _no_failed_requests,
+        fb.no_failed_requests,
         "set() (an empty set)",
         "whole-request store/retrieve failures are not reported",
+    ),
+    CapabilitySpec(
+        Capability.MP_PACKED_TOKEN_IDS,
+        MP_SCHEDULER,
+        "maybe_submit_lookup_request",
+        ("request_id",),
+        "0.5.7rc2",
+        None,
+        "token ids are passed as a list of ints",
+        "none: the adapter passes token ids in the form the release takes",
+        rule=takes_packed_tokens,
+    ),
+    CapabilitySpec(
+        Capability.MP_LOOKUP_START,
+        MP_SCHEDULER,
+        "maybe_submit_lookup_request",
+        ("request_id",),
+        "0.5.7rc2",
+        None,
+        "a start > 0 raises UnsupportedArgumentError (the chunks below it would stay locked)",
+        "lookups lock and prefetch the prefix vLLM already holds",
+        keyword="start",
+    ),
+    CapabilitySpec(
+        Capability.MP_FREE_EXTRA_RANGES,
+        MP_SCHEDULER,
+        "free_lookup_locks",
+        (),
+        "0.5.7rc2",
+        None,
+        "emulated exactly: one free_lookup_locks call per extra range",
+        "none: the adapter frees each range with its own call",
+        keyword="extra_ranges",
+    ),
+    CapabilitySpec(
+        Capability.MP_CHUNK_ALIGNMENT,
+        MP_SCHEDULER,
+        "__init__",
+        (),
+        "0.5.7rc2",
+        None,
+        "a required_chunk_alignment raises UnsupportedArgumentError (no negotiation)",
+        "the server's chunk size is not negotiated against the model's alignment",
+        keyword="required_chunk_alignment",
+        also=(MP_WORKER,),
     ),
     # --- LMCacheEngine ------------------------------------------------------------------------
     CapabilitySpec(
@@ -560,7 +554,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "get_kv_events",
         (),
         "0.3.10.post2",
-        _no_kv_events,
+        fb.no_kv_events,
         "[] (an empty list: no events)",
         "no KV cache events",
     ),
@@ -642,13 +636,28 @@ def owned_by(owner: str) -> tuple[Capability, ...]:
 def spec_for(capability: Capability | str) -> CapabilitySpec:
     """The catalog row of ``capability`` (a member or its string value).
 
-    Raises ``ValueError`` naming the known capabilities for an unknown name.
+    Raises :class:`UnknownCapabilityError` (a ``ValueError``) naming the known capabilities.
     """
     try:
         return _BY_CAPABILITY[Capability(capability)]
     except ValueError:
         known = ", ".join(c.value for c in Capability)
-        raise ValueError(f"unknown capability {capability!r}; known: {known}") from None
+        raise UnknownCapabilityError(f"unknown capability {capability!r}; known: {known}") from None
+
+
+def fallback_table(owner: str) -> str:
+    """The rows of ``owner`` as a docstring list: each capability, its member, its first
+    release and what an adapter does on a release without it (rendered into the adapters'
+    docstrings, like the README's tables)."""
+    lines = ["", "", f"    On a release without a capability ({owner}):", ""]
+    for r in CATALOG:
+        if owner in r.owners and r.kind != "class":
+            member = r.member.split(".", 1)[1] if "." in r.member else r.member
+            lines.append(
+                f"    - ``{r.capability.value}`` (``{member}``, since {r.since}): "
+                f"{r.fallback_result}"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def _document_members() -> None:

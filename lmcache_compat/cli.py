@@ -1,9 +1,11 @@
 """The ``lmcache-compat`` command line.
 
-Exit statuses: 0 success; 1 ``doctor`` found a known-broken vLLM x LMCache pair, or ``diff
---fail-on-breaking`` found a breaking change; 2 usage or environment error;
-3 scan target not found / not installed; 4 not an LMCache release; 5 unreadable, unsafe or
-oversized archive; 6 undecodable or unparseable Python source.
+Exit statuses (one table, :data:`EXIT_STATUS`): 0 success; 1 ``doctor`` found a known-broken
+vLLM x LMCache pair, or ``diff --fail-on-breaking`` found a breaking change; 2 usage or
+environment error; 3 scan target not found / not installed; 4 not an LMCache release; 5
+unreadable, unsafe or oversized archive or file (a scan budget exceeded included); 6
+undecodable or unparseable Python source. Every failure is one line on stderr, never a
+traceback; output that the terminal cannot encode is escaped, never a crash.
 """
 
 from __future__ import annotations
@@ -13,9 +15,41 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["main"]
+from lmcache_compat.errors import (
+    AmbiguousLocationError,
+    DataFileError,
+    InvalidSourceError,
+    LMCacheCompatError,
+    LMCacheVersionError,
+    NotInMatrixError,
+    NotLMCacheError,
+    SourceNotFoundError,
+    UnreadableArchiveError,
+)
+
+if TYPE_CHECKING:
+    from lmcache_compat.diff import ReleaseView
+
+__all__ = ["EXIT_STATUS", "main"]
+
+#: Error class -> exit status; the first matching row wins (subclasses first).
+EXIT_STATUS: tuple[tuple[type[LMCacheCompatError], int], ...] = (
+    (SourceNotFoundError, 3),
+    (NotInMatrixError, 3),
+    (LMCacheVersionError, 3),
+    (NotLMCacheError, 4),
+    (AmbiguousLocationError, 4),
+    (UnreadableArchiveError, 5),
+    (InvalidSourceError, 6),
+    (DataFileError, 2),
+    (LMCacheCompatError, 2),
+)
+
+
+def exit_status(exc: LMCacheCompatError) -> int:
+    return next(code for cls, code in EXIT_STATUS if isinstance(exc, cls))
 
 
 def _print_json(data: object) -> None:
@@ -47,7 +81,9 @@ def _format_scan(data: dict[str, Any]) -> str:
     if data["missing_classes"]:
         lines.append(f"classes absent:  {', '.join(data['missing_classes'])}")
     for cls, methods in data["surfaces"].items():
-        lines.append(f"{cls}:")
+        how = data["found_by"].get(cls)
+        found = " (not at a known path: found by name)" if how == "search" else ""
+        lines.append(f"{cls}: in {data['modules'].get(cls, '?')}{found}")
         lines.extend(f"  {m}({', '.join(params)})" for m, params in methods.items())
     return "\n".join(lines)
 
@@ -55,10 +91,11 @@ def _format_scan(data: dict[str, Any]) -> str:
 def _scan(args: argparse.Namespace) -> int:
     from lmcache_compat.scanner import scan
 
+    native = args.vllm_native_path is not None
     target = args.target
-    if args.vllm_native_path is not None:
-        target = args.vllm_native_path or None
-    data = scan(target, vllm_native=args.vllm_native_path is not None).to_json()
+    if native and args.vllm_native_path:
+        target = args.vllm_native_path
+    data = scan(target, vllm_native=native).to_json()
     if args.json:
         _print_json(data)
     else:
@@ -74,9 +111,15 @@ def _matrix(args: argparse.Namespace) -> int:
         _print_json(
             {
                 "releases": [
-                    {"version": r.version, "artifact": r.artifact, **r.scan_json()} for r in m.rows
+                    {
+                        "version": r.version,
+                        "prerelease": r.prerelease,
+                        "artifact": r.artifact,
+                        **r.scan_json(),
+                    }
+                    for r in m.rows
                 ],
-                "since": {c: m.since(c) for c in next(iter(m.rows)).capabilities},
+                "since": {c: m.since(c) for c in m.newest.capabilities},
             }
         )
     elif args.markdown:
@@ -86,32 +129,31 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0
 
 
-def _resolve_side(spec: str) -> dict[str, Any]:
+def _resolve_side(spec: str) -> ReleaseView:
     """A version in the matrix, or a path to scan."""
     from pathlib import Path
 
+    from lmcache_compat.diff import ReleaseView
     from lmcache_compat.matrix import load_matrix
     from lmcache_compat.scanner import scan
-    from lmcache_compat.sources import SourceNotFoundError
 
-    if Path(spec).exists():
-        return scan(spec).to_json()
+    if os.path.lexists(spec) or Path(spec).suffix in (".whl", ".gz", ".tgz"):
+        return ReleaseView.from_scan(scan(spec))
     try:
-        return load_matrix().row(spec).scan_json()
-    except (KeyError, ValueError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) else str(exc)
-        raise SourceNotFoundError(f"{spec}: not a file or directory, and {message}") from None
+        return ReleaseView.from_row(load_matrix().row(spec))
+    except (NotInMatrixError, LMCacheVersionError) as exc:
+        raise SourceNotFoundError(f"{spec}: not a file or directory, and {exc}") from None
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from lmcache_compat.matrix import diff_surfaces, format_diff
+    from lmcache_compat.diff import diff_releases
 
-    d = diff_surfaces(_resolve_side(args.old), _resolve_side(args.new))
+    d = diff_releases(_resolve_side(args.old), _resolve_side(args.new))
     if args.json:
-        _print_json(d)
+        _print_json(d.to_json())
     else:
-        print(format_diff(d))
-    return 1 if args.fail_on_breaking and d["breaking"] else 0
+        print(d.format())
+    return 1 if args.fail_on_breaking and d.breaking else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument(
         "target",
         nargs="?",
-        help="a .whl, an sdist .tar.gz or a source directory (default: the installed lmcache)",
+        help="a .whl, an sdist .tar.gz or a source directory (default: the installed lmcache; "
+        "with --vllm-native: a vLLM wheel or directory, default the installed vllm)",
     )
     scan.add_argument(
         "--vllm-native",
@@ -146,7 +189,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         const="",
         metavar="PATH",
-        help="scan vLLM's vendored lmcache_integration copy (installed vllm, or PATH)",
+        help="scan vLLM's vendored lmcache_integration copy (in TARGET or PATH, else the "
+        "installed vllm)",
     )
     scan.add_argument("--json", action="store_true", help="print one JSON object")
     scan.set_defaults(func=_scan)
@@ -158,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.set_defaults(func=_matrix)
 
     diff = sub.add_parser(
-        "diff", help="methods, parameters and capabilities added/removed between two releases"
+        "diff",
+        help="what changed between two releases: moves, methods, parameters, types, capabilities",
     )
     diff.add_argument("old", help="a version in the matrix, or a wheel/sdist/directory")
     diff.add_argument("new", help="a version in the matrix, or a wheel/sdist/directory")
@@ -166,27 +211,34 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument(
         "--fail-on-breaking",
         action="store_true",
-        help="exit 1 when something was removed or reordered",
+        help="exit 1 when a change breaks existing callers",
     )
     diff.set_defaults(func=_diff)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from lmcache_compat.sources import ScanError
+def _escape_output() -> None:
+    """Never crash on output the terminal cannot encode (``PYTHONIOENCODING=ascii``)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _escape_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     if getattr(args, "target", None) and getattr(args, "vllm_native_path", None):
-        parser.error("give the vLLM path after --vllm-native, not both")
+        parser.error("give the vLLM path after --vllm-native, or as TARGET, not both")
     try:
         code: int = args.func(args)
-    except ScanError as exc:
+    except LMCacheCompatError as exc:
         print(f"lmcache-compat {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
-        return exc.exit_code
+        return exit_status(exc)
     except BrokenPipeError:  # `lmcache-compat scan | head`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

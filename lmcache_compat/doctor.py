@@ -1,15 +1,21 @@
-"""``lmcache-compat doctor``: what is installed, and what that means, without importing it."""
+"""``lmcache-compat doctor``: what is installed, and what that means, without importing it.
+
+Every fact is read from package metadata and from the installed files with ``ast``: the
+installed LMCache's capabilities and where its classes live, whether vLLM's own connector can
+import the LMCache module it names, whether the lmcache-compat connector finds its engine class.
+The JSON object and the text say the same things (the text is rendered from the JSON).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import platform
 import sys
 from typing import Any
 
+from lmcache_compat import locations as loc
 from lmcache_compat.catalog import CATALOG
-from lmcache_compat.errors import LMCacheVersionError
-from lmcache_compat.known_issues import verdict
+from lmcache_compat.errors import LMCacheCompatError, LMCacheVersionError
+from lmcache_compat.known_issues import CONNECTORS, USE_COMPAT, issue, matches, overall, verdict
 from lmcache_compat.versions import (
     expectation,
     installed_distribution_version,
@@ -43,43 +49,106 @@ def doctor_report() -> dict[str, Any]:
             "(pip install lmcache to use it)."
         )
     vllm_raw = installed_distribution_version("vllm")
-    scanned, basis = _scan_installed(lmcache_raw, notes)
-    capabilities = [
-        {
+    matrix = _matrix_status(lmcache_raw, notes)
+    scanned, modules, basis = _scan_installed(lmcache_raw, notes)
+    capabilities = []
+    for row in CATALOG:
+        expected = expectation(row.since, lmcache)
+        present = None if scanned is None else scanned.get(row.capability.value, False)
+        entry: dict[str, Any] = {
             "capability": row.capability.value,
             "member": row.member,
             "since": row.since,
-            "expected": expectation(row.since, lmcache),
-            "present": None if scanned is None else scanned.get(row.capability.value, False),
+            "expected": expected,
+            "present": present,
             "fallback": row.fallback_result,
             "impact": row.impact,
         }
-        for row in CATALOG
-    ]
-    pair = verdict(vllm_raw, lmcache_raw)
+        if present is not None and expected in ("yes", "no") and present != (expected == "yes"):
+            entry["note"] = (
+                "its files have it although its version says otherwise"
+                if present
+                else "its version says it should have it, but its files do not"
+            )
+        capabilities.append(entry)
+    disagree = [c["capability"] for c in capabilities if "note" in c]
+    if disagree:
+        notes.append(
+            f"what this release's files offer differs from what its version suggests for "
+            f"{', '.join(disagree)}: 'present' (read from the files) is what counts"
+        )
+    compat = _compat_engine(lmcache_raw)
+    pair = verdict(vllm_raw, lmcache_raw, compat_buildable=compat["buildable"])
+    issues: list[dict[str, Any]] = pair["issues"]
+    vllm_import = _vllm_import_check(vllm_raw, lmcache_raw, modules, compat)
+    if vllm_import is not None and vllm_import.get("issue") is not None:
+        issues.insert(0, vllm_import["issue"])
+    if lmcache_raw is not None and vllm_raw is not None and not compat["buildable"]:
+        issues.insert(0, _compat_issue(compat))
+    result = pair["verdict"] if pair["verdict"] == "unknown" else overall(issues)
     return {
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "lmcache_compat": __version__,
         "lmcache": lmcache_raw,
         "vllm": vllm_raw,
-        "engine_sources": _engine_sources(lmcache_raw, vllm_raw),
+        "lmcache_in_matrix": matrix,
+        "engine_sources": _engine_sources(lmcache_raw, vllm_raw, compat),
+        "vllm_connector_import": vllm_import,
         "capabilities_basis": basis,
         "capabilities": capabilities,
-        "verdict": pair["verdict"],
-        "issues": pair["issues"],
+        "verdict": result,
+        "issues": issues,
         "notes": notes + ([pair["reason"]] if pair["reason"] else []),
+    }
+
+
+def _matrix_status(lmcache_raw: str | None, notes: list[str]) -> dict[str, Any] | None:
+    """Where the installed release stands against the shipped matrix."""
+    if lmcache_raw is None:
+        return None
+    from lmcache_compat.matrix import load_matrix
+    from lmcache_compat.versions import parse_version
+
+    matrix = load_matrix()
+    newest = matrix.newest.version
+    try:
+        version = parse_version(lmcache_raw)
+    except LMCacheVersionError:
+        return {"status": "unknown", "newest": newest}
+    status = "listed"
+    try:
+        matrix.row(lmcache_raw)
+    except LMCacheCompatError:
+        status = "newer" if matrix.is_newer_than_all(lmcache_raw) else "unlisted"
+    if status == "newer":
+        notes.append(
+            f"LMCache {lmcache_raw} is newer than every release in the shipped matrix (newest: "
+            f"{newest}): its capabilities and class locations come from a scan of its files, "
+            "and no known issue has been recorded for it yet (HINT: pip install -U "
+            "lmcache-compat for a newer matrix)"
+        )
+    elif status == "unlisted":
+        notes.append(
+            f"LMCache {lmcache_raw} is not a release of the shipped matrix (a dev or local "
+            "build?): its capabilities come from a scan of its files"
+        )
+    return {
+        "status": status,
+        "newest": newest,
+        "prerelease": version.is_prerelease or version.is_devrelease,
     }
 
 
 def _scan_installed(
     lmcache_raw: str | None, notes: list[str]
-) -> tuple[dict[str, bool] | None, str]:
-    """Capabilities of the installed LMCache, read statically from its files (never imported)."""
+) -> tuple[dict[str, bool] | None, dict[str, dict[str, str]], str]:
+    """Capabilities of the installed LMCache and where its classes live, read statically from
+    its files (never imported)."""
     if lmcache_raw is None:
-        return None, "LMCache is not installed: 'expected' shows when each capability appeared"
+        return None, {}, "LMCache is not installed: 'expected' shows when each capability appeared"
+    from lmcache_compat.errors import ScanError
     from lmcache_compat.scanner import scan
-    from lmcache_compat.sources import ScanError
 
     try:
         result = scan()
@@ -87,64 +156,230 @@ def _scan_installed(
         notes.append(
             f"could not scan the installed LMCache ({exc}); 'expected' is from its version"
         )
-        return None, "LMCache version (package metadata); the files could not be scanned"
-    return result.capabilities, (
+        return None, {}, "LMCache version (package metadata); the files could not be scanned"
+    modules = {
+        cls: {"module": module, "found_by": result.found_by.get(cls, "known")}
+        for cls, module in result.modules.items()
+    }
+    return (
+        result.capabilities,
+        modules,
         "'present': read with ast from the installed LMCache files (nothing imported); "
-        "'expected': from its version alone"
+        "'expected': from its version alone",
     )
 
 
-_NATIVE = "vllm/distributed/kv_transfer/kv_connector/v1/lmcache_integration/vllm_v1_adapter.py"
-_OWN = "lmcache/integration/vllm/vllm_v1_adapter.py"
+def _compat_engine(lmcache_raw: str | None) -> dict[str, Any]:
+    """Whether ``LMCacheCompatConnector`` finds ``LMCacheConnectorV1Impl`` in the installed
+    LMCache (the same static rule it uses at run time; nothing imported)."""
+    if lmcache_raw is None:
+        return {"buildable": False, "error": "LMCache is not installed"}
+    from lmcache_compat.resolve import clear_find_cache, where
+
+    clear_find_cache()
+    try:
+        module, how = where(loc.CONNECTOR_IMPL)
+    except LMCacheCompatError as exc:
+        return {"buildable": False, "error": " ".join(str(exc).split())}
+    return {"buildable": True, "module": module, "found_by": how}
 
 
-def _engine_sources(lmcache_raw: str | None, vllm_raw: str | None) -> list[dict[str, Any]]:
-    """Where an LMCacheConnectorV1Impl would come from: LMCache's module (the default) and vLLM's
-    vendored copy (``use_native=True``), located through package metadata."""
+def _compat_issue(compat: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "key": "compat-engine-not-found",
+        "connector": CONNECTORS["compat"],
+        "connector_key": "compat",
+        "severity": "broken",
+        "problem": f"{loc.CONNECTOR_IMPL.name} cannot be found in the installed LMCache: "
+        f"{compat['error']}",
+        "fix": "install an LMCache release that ships it",
+        "fixes": ["install an LMCache release that ships it"],
+        "source": "scanned",
+    }
+
+
+def _vllm_import_check(
+    vllm_raw: str | None,
+    lmcache_raw: str | None,
+    modules: dict[str, dict[str, str]],
+    compat: dict[str, Any],
+) -> dict[str, Any] | None:
+    """Which LMCache modules vLLM's in-tree ``LMCacheConnectorV1`` imports (read from vLLM's
+    source), and whether the installed LMCache has them."""
+    if vllm_raw is None or lmcache_raw is None:
+        return None
+    imported = _vllm_connector_imports()
+    if imported is None:
+        return {"checked": False}
     from importlib import metadata
     from pathlib import Path
 
-    from lmcache_compat.known_issues import _in
+    missing = []
+    for dotted in imported:
+        try:
+            path = Path(str(metadata.distribution("lmcache").locate_file(loc.module_file(dotted))))
+        except metadata.PackageNotFoundError:
+            return {"checked": False}
+        if not path.is_file():
+            missing.append(dotted)
+    out: dict[str, Any] = {"checked": True, "imports": imported, "missing": missing}
+    if missing:
+        where = modules.get(loc.CONNECTOR_IMPL.name, {}).get("module")
+        moved = f" ({loc.CONNECTOR_IMPL.name} is in {where} in this release)" if where else ""
+        fixes = []
+        if compat["buildable"]:
+            fixes.append(
+                f"{USE_COMPAT}: it finds the class wherever the release put it "
+                '(--kv-transfer-config \'{"kv_connector": "LMCacheCompatConnector", '
+                '"kv_connector_module_path": "lmcache_compat.vllm", "kv_role": "kv_both"}\')'
+            )
+        last = _last_release_with(missing[0])
+        if last is not None:
+            fixes.append(f"use LMCache <= {last}")
+        out["issue"] = {
+            "key": "vllm-connector-import-path",
+            "connector": CONNECTORS["vllm"],
+            "connector_key": "vllm",
+            "severity": "broken",
+            "problem": f"vLLM {vllm_raw}'s LMCacheConnectorV1 imports {', '.join(missing)}, "
+            f"which LMCache {lmcache_raw} does not have{moved}: ModuleNotFoundError when vLLM "
+            "builds the connector",
+            "fix": ", or ".join(fixes) or "none known",
+            "fixes": fixes,
+            "source": "scanned",
+        }
+    return out
+
+
+def _vllm_connector_imports() -> list[str] | None:
+    """The ``lmcache`` modules vLLM's installed ``lmcache_connector.py`` imports (any depth)."""
+    import ast
+
+    from lmcache_compat.errors import ScanError
+    from lmcache_compat.resolve import where
+    from lmcache_compat.scanner import parse_source
+    from lmcache_compat.sources import Meter, read_regular_file
+
+    try:
+        dotted, _ = where(loc.VLLM_LMCACHE_CONNECTOR)
+        import importlib.util
+
+        spec = importlib.util.find_spec(loc.VLLM)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        from pathlib import Path
+
+        root = Path(next(iter(spec.submodule_search_locations))).parent
+        path = root / loc.module_file(dotted)
+        meter = Meter()
+        tree = parse_source(
+            path.name,
+            read_regular_file(path, meter.budgets.source_bytes, "source_bytes"),
+            str(path.parent),
+            meter,
+        )
+    except (ScanError, LMCacheCompatError, ImportError, ValueError):
+        return None
+    found: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and not node.level
+            and node.module.split(".")[0] == loc.LMCACHE
+        ):
+            found[node.module] = None
+    return list(found)
+
+
+def _last_release_with(dotted: str) -> str | None:
+    """The newest release of the shipped matrix in which some class lives in ``dotted``."""
+    from lmcache_compat.matrix import load_matrix
+
+    last = None
+    for row in load_matrix().rows:
+        if dotted in row.modules.values():
+            last = row.version
+    return last
+
+
+def _engine_sources(
+    lmcache_raw: str | None, vllm_raw: str | None, compat: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Where an LMCacheConnectorV1Impl would come from: LMCache's own module (the default) and
+    vLLM's vendored copy (``use_native=True``)."""
+    from importlib import metadata
+    from pathlib import Path
+
     from lmcache_compat.versions import parse_version
 
     out: list[dict[str, Any]] = []
-    for dist, rel, label in (
-        ("lmcache", _OWN, "LMCache's own module (default)"),
-        ("vllm", _NATIVE, "vLLM's vendored copy (use_native=True)"),
-    ):
+    if lmcache_raw is not None:
+        entry: dict[str, Any] = {
+            "source": "LMCache's own module (default)",
+            "present": bool(compat["buildable"]),
+        }
+        if compat["buildable"]:
+            entry["module"] = compat["module"]
+            entry["found_by"] = compat["found_by"]
+        out.append(entry)
+    if vllm_raw is not None:
         try:
-            path = Path(str(metadata.distribution(dist).locate_file(rel)))
+            native = loc.NATIVE_CONNECTOR_IMPL.files[0]
+            path = Path(str(metadata.distribution("vllm").locate_file(native)))
         except metadata.PackageNotFoundError:
-            continue
-        entry: dict[str, Any] = {"source": label, "path": str(path), "present": path.is_file()}
-        if dist == "vllm" and lmcache_raw is not None:
-            with contextlib.suppress(ValueError):  # unparseable: say nothing
-                entry["imports_with_installed_lmcache"] = _in(
-                    parse_version(lmcache_raw), ("0.3.9", "0.3.12")
-                )
+            return out
+        entry = {
+            "source": "vLLM's vendored copy (use_native=True)",
+            "path": str(path),
+            "present": path.is_file(),
+        }
+        if lmcache_raw is not None:
+            try:
+                lm = parse_version(lmcache_raw)
+            except LMCacheVersionError:
+                lm = None
+            if lm is not None:
+                row = issue("native-copy-range")
+                entry["imports_with_installed_lmcache"] = not matches(lm, row.lmcache)
         out.append(entry)
     return out
 
 
 def format_doctor(report: dict[str, Any]) -> str:
-    """The human-readable ``doctor`` output."""
+    """The human-readable ``doctor`` output (everything in it is in the JSON object)."""
+    lm = report["lmcache"]
+    status = report.get("lmcache_in_matrix") or {}
+    extra = ""
+    if status.get("prerelease"):
+        extra = " (pre-release)"
+    if status.get("status") == "newer":
+        extra += f" (newer than the shipped matrix: newest {status['newest']})"
     lines = [
         "lmcache-compat doctor",
         f"  Python          {report['python']} ({report['python_executable']})",
         f"  lmcache-compat  {report['lmcache_compat']}",
-        f"  LMCache         {report['lmcache'] or 'not installed'}",
+        f"  LMCache         {lm or 'not installed'}{extra}",
         f"  vLLM            {report['vllm'] or 'not installed'}",
     ]
+    native_words = " (does NOT import with this LMCache: needs 0.3.9 ... 0.3.12)"
     for src in report["engine_sources"]:
-        state = "found" if src["present"] else "absent"
-        extra = ""
+        state = "found" if src["present"] else "NOT found"
+        detail = ""
+        if "module" in src:
+            how = " (found by name, not at a known path)" if src["found_by"] == "search" else ""
+            detail = f" in {src['module']}{how}"
         if "imports_with_installed_lmcache" in src:
-            extra = (
+            detail += (
                 " (imports with this LMCache)"
                 if src["imports_with_installed_lmcache"]
-                else " (does NOT import with this LMCache: needs 0.3.9 ... 0.3.12)"
+                else native_words
             )
-        lines.append(f"  engine source   {src['source']}: {state}{extra}")
+        lines.append(f"  engine source   {src['source']}: {state}{detail}")
+    check = report.get("vllm_connector_import") or {}
+    if check.get("checked"):
+        state = "MISSING in this LMCache" if check["missing"] else "present"
+        lines.append(f"  vLLM's LMCacheConnectorV1 imports {', '.join(check['imports'])}: {state}")
     lines += ["", f"Capabilities ({report['capabilities_basis']}):"]
     scanned = any(c["present"] is not None for c in report["capabilities"])
     header = ("capability", "since", "present" if scanned else "expected", "without it")
@@ -156,7 +391,10 @@ def format_doctor(report: dict[str, Any]) -> str:
             if scanned
             else _EXPECTATION_WORDS[cap["expected"]].split(" (")[0]
         )
-        rows.append((cap["capability"], cap["since"], shown, "-" if have else cap["impact"]))
+        tail = "-" if have else cap["impact"]
+        if "note" in cap:
+            tail += f" [note: {cap['note']}]"
+        rows.append((cap["capability"], cap["since"], shown, tail))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         lines.append(
@@ -164,12 +402,12 @@ def format_doctor(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        f"Verdict for vLLM {report['vllm'] or '-'} + LMCache {report['lmcache'] or '-'}: "
+        f"Verdict for vLLM {report['vllm'] or '-'} + LMCache {lm or '-'}: "
         f"{report['verdict'].upper()}",
     ]
-    for issue in report["issues"]:
-        lines.append(f"  [{issue['severity']}] {issue['connector']}: {issue['problem']}")
-        lines.append(f"      fix: {issue['fix']} ({issue['source']})")
+    for item in report["issues"]:
+        lines.append(f"  [{item['severity']}] {item['connector']}: {item['problem']}")
+        lines.append(f"      fix: {item['fix']} ({item['source']})")
     for note in report["notes"]:
         lines.append("")
         lines.append(f"Note: {note}")

@@ -1,43 +1,38 @@
-"""Uniform adapter over ``LMCacheEngine`` (``lmcache/v1/cache_engine.py``), 0.3.0 on, as
-SGLang-style integrations call it directly, and over ``LMCacheEngineBuilder.get_or_create``.
+"""Uniform adapter over ``LMCacheEngine`` (``lmcache/v1/cache_engine.py``; 0.5.7rc2 moved it to
+``lmcache/inprocess/v1/cache_engine.py``), 0.3.0 on, as SGLang-style integrations call it
+directly, and over ``LMCacheEngineBuilder.get_or_create``.
 
-======================================  ======================================================
-method                                   on a release without the newest form
-======================================  ======================================================
-lookup(tokens, *, lookup_id, pin,        ``request_id=`` on 0.3.3; no id before (error if
-request_configs, **kw)                   ``pin``); ``request_configs`` error unless allowed
-unpin(lookup_id)                         ``lookup_unpin([id])`` 0.3.3-0.3.7; no-op before
-prefetch(tokens, *, lookup_id, **kw)     ``prefetch(tokens)`` (synchronous) before 0.3.6
-is_healthy()                             ``health() == 0`` 0.3.4-0.3.12; True (unknown) before
-get_kv_events()                          ``[]`` before 0.3.10.post2
-freeze(enabled) / is_frozen()            MissingCapabilityError / False before 0.3.11
-store, retrieve, close                   the release's own (every release)
-======================================  ======================================================
+``lookup(tokens, *, lookup_id, pin, request_configs, **kw)``, ``unpin(lookup_id)``,
+``prefetch(tokens, *, lookup_id, **kw)``, ``is_healthy()``, ``get_kv_events()``,
+``freeze(enabled)`` / ``is_frozen()``; ``store``, ``retrieve`` and ``close`` are the release's
+own. How each call maps onto older releases: :mod:`lmcache_compat.engine_calls` and the
+argument table (:mod:`lmcache_compat.arguments`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
-from lmcache_compat.adapter import BoundAdapter
-from lmcache_compat.catalog import ENGINE, Capability
-from lmcache_compat.errors import MissingCapabilityError
-from lmcache_compat.probe import ClassFacts
-from lmcache_compat.version_specific import (
-    Downgrades,
+from lmcache_compat.adapter import BoundAdapter, missing_error
+from lmcache_compat.arguments import Downgrades
+from lmcache_compat.catalog import ENGINE, Capability, fallback_table
+from lmcache_compat.engine_calls import (
     engine_get_or_create,
     engine_is_healthy,
     engine_lookup,
     engine_prefetch,
     engine_unpin,
 )
+from lmcache_compat.signatures import facts_of
 
 __all__ = ["EngineAdapter", "get_or_create_engine"]
 
+_E = TypeVar("_E", bound="EngineAdapter")
+
 
 class EngineAdapter(BoundAdapter):
-    """Uniform adapter over an ``LMCacheEngine`` of any release (see the module table)."""
+    """Uniform adapter over an ``LMCacheEngine`` of any release (see the module docstring)."""
 
     __slots__ = (
         "allow",
@@ -66,33 +61,41 @@ class EngineAdapter(BoundAdapter):
     get_kv_events: Callable[[], list[Any]]
     freeze: Callable[[bool], None]
     is_frozen: Callable[[], bool]
+    allow: Iterable[str] | bool
 
-    def _bind_specific(self, facts: ClassFacts, options: dict[str, Any]) -> None:
-        allow = options.pop("allow", ())
-        super()._bind_specific(facts, options)
+    def __new__(
+        cls: type[_E],
+        engine: object,
+        *,
+        require: Iterable[Capability | str] = (),
+        strict: bool = False,
+        allow: Iterable[str] | bool = (),
+    ) -> _E:
+        self, facts, _ = cls._build(engine, require, strict)
+        if not isinstance(allow, bool):
+            allow = frozenset((allow,) if isinstance(allow, str) else allow)
         self._set("allow", allow)
         target, caps = self.target, self.capabilities
         cls_name = caps.cls_name
         downgrades = Downgrades(allow, f"{cls_name}.lookup", self.lmcache_version)
         surface = facts.surface
-        self._set("lookup", engine_lookup(target.lookup, downgrades))
-        self._set("unpin", engine_unpin(target.lookup_unpin if "lookup_unpin" in surface else None))
+        self._set("lookup", engine_lookup(target.lookup, surface["lookup"], downgrades))
+        unpin = surface.get("lookup_unpin")
+        self._set("unpin", engine_unpin(target.lookup_unpin if unpin else None, unpin))
+        sync = surface.get("prefetch")
         prefetch = engine_prefetch(
             target.async_lookup_and_prefetch if Capability.ENGINE_ASYNC_PREFETCH in caps else None,
-            target.prefetch if "prefetch" in surface else None,
+            target.prefetch if sync is not None else None,
+            sync,
             downgrades.at(f"{cls_name}.prefetch"),
         )
         if prefetch is None:
-            version = self.lmcache_version
+            error = missing_error(
+                Capability.ENGINE_ASYNC_PREFETCH.spec, cls_name, self.lmcache_version
+            )
 
             def no_prefetch(*args: object, **kwargs: object) -> NoReturn:
-                raise MissingCapabilityError(
-                    Capability.ENGINE_ASYNC_PREFETCH.value,
-                    member=Capability.ENGINE_ASYNC_PREFETCH.spec.member,
-                    cls_name=cls_name,
-                    installed=version,
-                    since=Capability.ENGINE_ASYNC_PREFETCH.since,
-                )
+                raise error
 
             prefetch = no_prefetch
         self._set("prefetch", prefetch)
@@ -107,6 +110,13 @@ class EngineAdapter(BoundAdapter):
             self._set("is_frozen", target.is_frozen)
         else:
             self._set("is_frozen", _not_frozen)
+        return self
+
+    def __init__(self, engine: object, **options: Any) -> None:
+        """Bound in ``__new__``."""
+
+
+EngineAdapter.__doc__ = (EngineAdapter.__doc__ or "") + fallback_table(ENGINE)
 
 
 def _not_frozen() -> bool:
@@ -127,15 +137,21 @@ def get_or_create_engine(
 ) -> Any:
     """``LMCacheEngineBuilder.get_or_create`` on any release: the broadcast functions are
     passed where the release takes them and, where it requires them (0.3.5 on) but none were
-    given, single-process defaults are (correct for one rank only)."""
+    given, single-process defaults are (correct for one rank only). ``builder=None`` finds
+    ``LMCacheEngineBuilder`` in the installed LMCache (see :mod:`lmcache_compat.locations`)."""
     from lmcache_compat.versions import installed_distribution_version
 
+    if builder is None:
+        from lmcache_compat import locations as loc
+        from lmcache_compat.resolve import find
+
+        builder = find(loc.ENGINE_BUILDER)
+    name = getattr(builder, "__qualname__", type(builder).__qualname__)
     downgrades = Downgrades(
-        allow,
-        f"{getattr(builder, '__qualname__', type(builder).__qualname__)}.get_or_create",
-        installed_distribution_version("lmcache"),
+        allow, f"{name}.get_or_create", installed_distribution_version("lmcache")
     )
-    call = engine_get_or_create(builder.get_or_create, downgrades)
+    method = builder.get_or_create
+    call = engine_get_or_create(method, facts_of(method), downgrades)
     return call(
         instance_id,
         config,

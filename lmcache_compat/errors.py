@@ -7,12 +7,24 @@ on which class, the installed LMCache version, and how to fix it.
 from __future__ import annotations
 
 __all__ = [
+    "AmbiguousLocationError",
+    "BudgetExceededError",
+    "DataFileError",
+    "InvalidSourceError",
     "LMCacheCompatError",
     "LMCacheVersionError",
     "MalformedResultError",
     "MissingCapabilityError",
     "NotAnEngineError",
+    "NotInMatrixError",
+    "NotLMCacheError",
+    "ScanError",
+    "SourceNotFoundError",
+    "SourceTooLargeError",
+    "UnknownCapabilityError",
+    "UnreadableArchiveError",
     "UnsupportedArgumentError",
+    "UpstreamNotFoundError",
 ]
 
 
@@ -90,3 +102,62 @@ class UnsupportedArgumentError(LMCacheCompatError, TypeError):
 
 class LMCacheVersionError(LMCacheCompatError, ValueError):
     """A version string could not be parsed as a PEP 440 version."""
+
+
+class UnknownCapabilityError(LMCacheCompatError, ValueError):
+    """A capability name that is not in the catalog."""
+
+
+class DataFileError(LMCacheCompatError):
+    """A data file shipped with lmcache-compat (the release matrix, the vLLM grid) is malformed."""
+
+
+class NotInMatrixError(LMCacheCompatError, KeyError):
+    """A release that the shipped matrix does not list."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class UpstreamNotFoundError(LMCacheCompatError, ImportError):
+    """An upstream class (``LMCacheConnectorV1Impl``...) is at none of its known paths and a
+    search of the installed package by name found no definition."""
+
+
+# --- scanning (each maps to an exit status of the command line: see ``cli.EXIT_STATUS``) ----------
+
+
+class ScanError(LMCacheCompatError):
+    """A release could not be read or scanned."""
+
+
+class SourceNotFoundError(ScanError):
+    """The target does not exist (or LMCache/vLLM is not installed)."""
+
+
+class NotLMCacheError(ScanError):
+    """The target exists but is not an LMCache release (or a vLLM with the vendored copy)."""
+
+
+class UnreadableArchiveError(ScanError):
+    """The archive or file is corrupt, unsafe (escapes, links, special files), unreadable
+    (permissions) or too large to read within the caps."""
+
+
+class BudgetExceededError(UnreadableArchiveError):
+    """A scan exceeded one of its budgets (bytes read, members, classes...); the message names
+    the budget and its limit."""
+
+
+class InvalidSourceError(ScanError):
+    """A Python source file cannot be decoded or parsed (or nests too deeply)."""
+
+
+class SourceTooLargeError(InvalidSourceError):
+    """A Python source over the parse budgets (bytes, lines, words), refused before parsing;
+    the message names the budget and its limit."""
+
+
+class AmbiguousLocationError(ScanError, ImportError):
+    """A class is at none of its known paths and several definitions of that name match its
+    role: none is chosen; the message names them."""

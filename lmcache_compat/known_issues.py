@@ -1,165 +1,230 @@
 """Known breakages of vLLM x LMCache pairs, as data, and the verdict for an installed pair.
 
-Each row names the vLLM and LMCache ranges it covers, which of vLLM's connectors it concerns,
-what goes wrong, how bad it is (``broken``: fails or computes wrongly; ``degraded``: works but
-loses something) and the fix. ``source`` says how we know: ``verified`` rows are re-checked by
-this project's real-import tier, ``scanned`` rows follow from the shipped release matrix (the
-method is absent in those releases), ``reference`` rows come from reading vLLM's sources (see
-``shared/reference/vllm-side.md``).
+Each row names the vLLM and LMCache versions it covers (``packaging`` specifier sets, any of
+which may match; pre-releases and dev builds match too), which connector it concerns, what goes
+wrong, how bad it is (``broken``: fails or computes wrongly; ``degraded``: works but loses
+something) and the fix. ``source`` says how we know: ``verified`` rows are re-checked by this
+project's real tiers, ``scanned`` rows follow from the shipped release matrix (the method is
+absent in those releases), ``reference`` rows come from reading vLLM's sources.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["KNOWN_ISSUES", "KnownIssue", "verdict"]
+if TYPE_CHECKING:
+    from packaging.version import Version
+
+__all__ = ["CONNECTORS", "KNOWN_ISSUES", "USE_COMPAT", "KnownIssue", "matches", "verdict"]
+
+#: The fix "use our connector": offered only where it can be built for the installed pair.
+USE_COMPAT = "use the lmcache-compat connector"
 
 Severity = Literal["broken", "degraded"]
+Connector = Literal["vllm", "vllm-native", "vllm-mp", "any", "compat"]
+
+#: How each connector key is shown.
+CONNECTORS: dict[str, str] = {
+    "vllm": "LMCacheConnectorV1",
+    "vllm-native": "LMCacheConnectorV1 (use_native=True)",
+    "vllm-mp": "LMCacheMPConnector",
+    "any": "any connector",
+    "compat": "LMCacheCompatConnector",
+}
 
 
 @dataclass(frozen=True)
 class KnownIssue:
     key: str
-    vllm: tuple[str | None, str | None]  # inclusive range; None: unbounded
-    lmcache: tuple[str | None, str | None]
-    connector: str
+    #: Specifier sets (``">=0.13.0"``); the row applies when any of them matches. ``()``: all.
+    vllm: tuple[str, ...]
+    lmcache: tuple[str, ...]
+    connector: Connector
     severity: Severity
     problem: str
-    fix: str
+    #: Alternatives, any of which fixes it (:data:`USE_COMPAT` is dropped by ``doctor`` where
+    #: the lmcache-compat connector cannot be built for the installed pair).
+    fixes: tuple[str, ...]
     source: Literal["verified", "scanned", "reference"]
 
+    @property
+    def fix(self) -> str:
+        return ", or ".join(self.fixes)
+
+    @property
+    def default_connector(self) -> bool:
+        """Whether it concerns a connector used without ``use_native`` (it decides a verdict)."""
+        return self.connector != "vllm-native"
+
+
+def matches(version: Version, specifiers: tuple[str, ...]) -> bool:
+    """Whether ``version`` (its public part) is in any of ``specifiers`` (``()``: always).
+    Pre-releases and dev builds count (``0.5.7rc2`` is in ``>=0.5.0``)."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    if not specifiers:
+        return True
+    public = Version(version.public)
+    return any(SpecifierSet(s).contains(public, prereleases=True) for s in specifiers)
+
+
+ALL: tuple[str, ...] = ()
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     KnownIssue(
         "unguarded-get-finished",
-        (None, None),
-        ("0.3.0", "0.3.0"),
-        "LMCacheConnectorV1",
+        ALL,
+        ("==0.3.0",),
+        "vllm",
         "broken",
         "vLLM calls get_finished/request_finished unguarded; LMCache 0.3.0 has neither "
         "(AttributeError)",
-        "upgrade LMCache to >= 0.3.1, or use the lmcache-compat connector",
+        ("upgrade LMCache to >= 0.3.1", USE_COMPAT),
         "scanned",
     ),
     KnownIssue(
         "adapter-import-cdiv",
-        ("0.32.0", "0.32.0"),
-        ("0.3.1", "0.3.7"),
-        "LMCacheConnectorV1",
+        ("==0.32.0",),
+        (">=0.3.1,<=0.3.7",),
+        "vllm",
         "broken",
         "LMCache's vllm_v1_adapter does not import: cannot import name 'cdiv' from 'vllm.utils'",
-        "upgrade LMCache to >= 0.3.9",
+        ("upgrade LMCache to >= 0.3.9",),
         "verified",
     ),
     KnownIssue(
         "adapter-import-vllm-0.11",
-        ("0.11.0", "0.11.0"),
-        ("0.3.1", "0.3.6"),
-        "LMCacheConnectorV1",
+        ("==0.11.0",),
+        (">=0.3.1,<=0.3.6",),
+        "vllm",
         "broken",
         "LMCache's vllm_v1_adapter does not import (missing vLLM modules, nvtx, libcudart.so.12)",
-        "upgrade LMCache to >= 0.3.9",
+        ("upgrade LMCache to >= 0.3.9",),
         "reference",
     ),
     KnownIssue(
         "unguarded-get-kv-events",
-        ("0.13.0", None),
-        (None, "0.3.10.post1"),
-        "LMCacheConnectorV1",
+        (">=0.13.0",),
+        ("<=0.3.10.post1",),
+        "vllm",
         "broken",
         "vLLM calls get_kv_events() unguarded every step; this LMCache lacks it (AttributeError)",
-        "upgrade LMCache to >= 0.3.10.post2, or use the lmcache-compat connector",
+        ("upgrade LMCache to >= 0.3.10.post2", USE_COMPAT),
         "scanned",
     ),
     KnownIssue(
         "vllm-no-load-failure-path",
-        (None, "0.11.1"),
-        (None, None),
-        "any connector",
+        ("<=0.11.1",),
+        ALL,
+        "any",
         "degraded",
         "this vLLM has no KVConnectorOutput.invalid_block_ids: a KV block that failed to load is "
         "used as if it had loaded (no recompute, no error)",
-        "upgrade vLLM to >= 0.11.2",
+        ("upgrade vLLM to >= 0.11.2",),
         "verified",
     ),
     KnownIssue(
         "no-load-error-reporting",
-        ("0.11.2", None),
-        (None, "0.3.9"),
-        "LMCacheConnectorV1",
+        (">=0.11.2",),
+        ("<=0.3.9",),
+        "vllm",
         "degraded",
         "KV load failures cannot be detected: requests may compute on missing KV "
         "(no get_block_ids_with_load_errors)",
-        "upgrade LMCache to >= 0.3.9.post1",
+        ("upgrade LMCache to >= 0.3.9.post1",),
         "scanned",
     ),
     KnownIssue(
         "event-lora-name",
-        ("0.14.1", None),
-        ("0.3.10.post2", "0.3.12"),
-        "LMCacheConnectorV1",
+        (">=0.14.1",),
+        (">=0.3.10.post2,<=0.3.12",),
+        "vllm",
         "broken",
         "vLLM's BlockStored requires lora_name from 0.14.1; LMCache's events lack it before "
         "0.3.13, so converting a KV event raises TypeError (with KV events enabled)",
-        "upgrade LMCache to >= 0.3.13, or use the lmcache-compat connector",
+        ("upgrade LMCache to >= 0.3.13", USE_COMPAT),
         "reference",
     ),
     KnownIssue(
         "mp-server-url-misbinding",
-        ("0.14.1", "0.19.1"),
-        ("0.5.0", None),
-        "LMCacheMPConnector",
+        (">=0.14.1,<=0.19.1",),
+        (">=0.5.0",),
+        "vllm-mp",
         "broken",
         "vLLM passes server_url positionally into LMCache's server_urls: the URL becomes a "
         "list of one-character URLs (no exception, wrong behaviour)",
-        "upgrade vLLM to >= 0.22.1, or build the adapters with lmcache_compat.MPSchedulerAdapter",
+        ("upgrade vLLM to >= 0.22.1", "build the adapters with lmcache_compat.MPSchedulerAdapter"),
         "reference",
     ),
     KnownIssue(
         "mp-use-mla-removed",
-        ("0.20.2", "0.21.0"),
-        ("0.4.7", None),
-        "LMCacheMPConnector",
+        (">=0.20.2,<=0.21.0",),
+        (">=0.4.7",),
+        "vllm-mp",
         "broken",
         "vLLM builds ParallelStrategy with 7 positionals and reads worker_adapter.use_mla, "
         "both gone in LMCache 0.4.7",
-        "upgrade vLLM to >= 0.22.1, or use LMCache <= 0.4.6",
+        ("upgrade vLLM to >= 0.22.1", "use LMCache <= 0.4.6"),
         "reference",
     ),
     KnownIssue(
         "native-copy-range",
-        (None, None),
-        ("0.3.13", None),
-        "LMCacheConnectorV1 (use_native=True)",
+        ALL,
+        ("<0.3.9", ">0.3.12"),
+        "vllm-native",
         "broken",
         "vLLM's vendored LMCache integration imports only with LMCache 0.3.9 ... 0.3.12",
-        "drop use_native, or use LMCache 0.3.9 ... 0.3.12",
+        ("drop use_native", "use LMCache 0.3.9 ... 0.3.12"),
         "reference",
     ),
     KnownIssue(
         "shutdown-not-forwarded",
-        (None, None),
-        ("0.3.10", None),
-        "LMCacheConnectorV1",
+        ALL,
+        (">=0.3.10",),
+        "vllm",
         "degraded",
         "vLLM's connector never forwards shutdown(): LMCache's background services are not "
         "stopped cleanly",
-        "use the lmcache-compat connector (it forwards shutdown)",
+        (USE_COMPAT + " (it forwards shutdown)",),
         "reference",
     ),
 )
 
 
-def _in(version: Any, bounds: tuple[str | None, str | None]) -> bool:
-    from packaging.version import Version
-
-    low, high = bounds
-    public = Version(version.public) if hasattr(version, "public") else version
-    return (low is None or public >= Version(low)) and (high is None or public <= Version(high))
+def issue(key: str) -> KnownIssue:
+    return next(row for row in KNOWN_ISSUES if row.key == key)
 
 
-def verdict(vllm: str | None, lmcache: str | None) -> dict[str, Any]:
+def applies(row: KnownIssue, vllm: Version, lmcache: Version) -> bool:
+    return matches(vllm, row.vllm) and matches(lmcache, row.lmcache)
+
+
+def issue_json(row: KnownIssue, compat_buildable: bool = True) -> dict[str, Any]:
+    fixes = [f for f in row.fixes if compat_buildable or not f.startswith(USE_COMPAT)]
+    return {
+        "key": row.key,
+        "connector": CONNECTORS[row.connector],
+        "connector_key": row.connector,
+        "severity": row.severity,
+        "problem": row.problem,
+        "fix": ", or ".join(fixes) or "none known",
+        "fixes": fixes,
+        "source": row.source,
+    }
+
+
+def overall(issues: list[dict[str, Any]]) -> str:
+    """``broken`` / ``degraded`` / ``ok`` from the issues that concern the default connectors
+    (a ``use_native`` problem does not decide the verdict: it is opt-in)."""
+    severities = {i["severity"] for i in issues if i["connector_key"] != "vllm-native"}
+    return "broken" if "broken" in severities else "degraded" if severities else "ok"
+
+
+def verdict(
+    vllm: str | None, lmcache: str | None, *, compat_buildable: bool = True
+) -> dict[str, Any]:
     """The rows that apply to an installed pair and the overall verdict: ``ok``, ``degraded``,
     ``broken`` or ``unknown`` (a version is missing or unparseable)."""
     from lmcache_compat.errors import LMCacheVersionError
@@ -175,18 +240,5 @@ def verdict(vllm: str | None, lmcache: str | None) -> dict[str, Any]:
         v, lm = parse_version(vllm), parse_version(lmcache)
     except LMCacheVersionError as exc:
         return {"verdict": "unknown", "issues": [], "reason": str(exc)}
-    issues = [
-        {
-            "key": row.key,
-            "connector": row.connector,
-            "severity": row.severity,
-            "problem": row.problem,
-            "fix": row.fix,
-            "source": row.source,
-        }
-        for row in KNOWN_ISSUES
-        if _in(v, row.vllm) and _in(lm, row.lmcache)
-    ]
-    severities = {i["severity"] for i in issues if "use_native" not in i["connector"]}
-    overall = "broken" if "broken" in severities else "degraded" if severities else "ok"
-    return {"verdict": overall, "issues": issues, "reason": None}
+    issues = [issue_json(row, compat_buildable) for row in KNOWN_ISSUES if applies(row, v, lm)]
+    return {"verdict": overall(issues), "issues": issues, "reason": None}

@@ -4,8 +4,9 @@
 ``LMCacheMPWorkerAdapter``: either one you built, or one built for you from the caller's facts
 (:class:`MPConfig`) with :meth:`MPSchedulerAdapter.create` / :meth:`MPWorkerAdapter.create`,
 mapped onto whichever constructor the installed release has. Calls take the newest upstream
-names and keywords; :mod:`lmcache_compat.version_specific` maps them onto the release, once, at
-construction. Nothing here imports LMCache unless :meth:`create` is asked to find the classes.
+names and keywords; :mod:`lmcache_compat.mp_calls` maps them onto the release, once, at
+construction. Nothing here imports LMCache unless :meth:`create` is asked to find the classes
+(where :mod:`lmcache_compat.locations` says, or wherever the release moved them).
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, ClassVar, NoReturn, TypeVar
 
+from lmcache_compat import locations as loc
 from lmcache_compat.adapter import BoundAdapter
-from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER, Capability
+from lmcache_compat.arguments import Downgrades
+from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER, Capability, fallback_table
 from lmcache_compat.errors import NotAnEngineError
-from lmcache_compat.probe import ClassFacts, probe_target
-from lmcache_compat.version_specific import (
-    Downgrades,
+from lmcache_compat.mp_calls import (
     MPConfig,
+    Pack,
     load_store_op_factory,
     mp_free_lookup_locks,
     mp_init_call,
@@ -29,26 +31,51 @@ from lmcache_compat.version_specific import (
     mp_register_kv_caches,
     mp_submit,
 )
+from lmcache_compat.probe import facts_for_class
+from lmcache_compat.tokens import key_encoding, token_field
 
-__all__ = ["MP_MODULE", "MPConfig", "MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
-
-#: Where LMCache defines the MP adapters (vLLM's vendored copy has them in
-#: ``vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration.multi_process_adapter``).
-MP_MODULE = "lmcache.integration.vllm.vllm_multi_process_adapter"
+__all__ = ["MPConfig", "MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
 
 _M = TypeVar("_M", bound="_MPAdapter")
+_S = TypeVar("_S", bound="MPSchedulerAdapter")
+_W = TypeVar("_W", bound="MPWorkerAdapter")
 
 
-def _module_of(target: object) -> ModuleType | None:
-    return sys.modules.get(probe_target(target).__dict__.get("__module__", ""))
+def _module_of(cls: type) -> ModuleType | None:
+    return sys.modules.get(cls.__dict__.get("__module__", ""))
 
 
-def _resolve_module(module: ModuleType | str | None) -> ModuleType:
-    if isinstance(module, ModuleType):
-        return module
+def _resolve_module(module: ModuleType | str | None, place: loc.Place) -> ModuleType:
     import importlib
 
-    return importlib.import_module(module or MP_MODULE)
+    if isinstance(module, ModuleType):
+        return module
+    if module is not None:
+        return importlib.import_module(module)
+    from lmcache_compat.resolve import where
+
+    dotted, _ = where(place)
+    return importlib.import_module(dotted)
+
+
+def _release_packer(cls: type, needed: bool) -> Pack | None:
+    """The release's own ``pack_token_ids``: the one its adapter module uses (0.5.7rc2 imports
+    it there), else from where :mod:`lmcache_compat.locations` says. Looked up only when the
+    release takes packed token ids."""
+    if not needed:
+        return None
+    module = _module_of(cls)
+    pack = vars(module).get(loc.PACK_TOKEN_IDS.name) if module is not None else None
+    if callable(pack):
+        return pack  # type: ignore[no-any-return]
+    from lmcache_compat.errors import UpstreamNotFoundError
+    from lmcache_compat.resolve import find
+
+    try:
+        found = find(loc.PACK_TOKEN_IDS)
+    except UpstreamNotFoundError:
+        return None  # mp_calls raises a clear error when the packer is needed
+    return found if callable(found) else None
 
 
 def mp_init_kwargs(
@@ -62,9 +89,7 @@ def mp_init_kwargs(
 ) -> dict[str, Any]:
     """The keyword arguments :meth:`create` passes to ``adapter_cls(...)`` (scheduler or worker,
     told apart by the class's role), without constructing anything."""
-    from lmcache_compat.probe import class_facts
-
-    role = class_facts(adapter_cls).role
+    role = facts_for_class(adapter_cls).role
     if role not in (MP_SCHEDULER, MP_WORKER):
         raise NotAnEngineError(f"{adapter_cls.__qualname__} is not an LMCache MP adapter class")
     where = f"{adapter_cls.__qualname__}.__init__"
@@ -80,9 +105,10 @@ def mp_init_kwargs(
 
 class _MPAdapter(BoundAdapter):
     __slots__ = ("allow", "is_healthy")
-    _CLASS_NAME: ClassVar[str]
+    _PLACE: ClassVar[loc.Place]
 
     is_healthy: Callable[[], bool]
+    allow: Iterable[str] | bool
 
     @classmethod
     def create(
@@ -97,29 +123,29 @@ class _MPAdapter(BoundAdapter):
     ) -> _M:
         """Build the release's adapter from the caller's facts and wrap it.
 
-        ``module``: where the classes live (default: LMCache's
-        ``lmcache.integration.vllm.vllm_multi_process_adapter``, imported now).
-        ``allow``: argument names whose downgrade is accepted (see the argument table in
-        :mod:`lmcache_compat.version_specific`), or ``True`` for all.
+        ``module``: where the classes live (default: found in the installed LMCache, see
+        :mod:`lmcache_compat.locations`; imported now). ``allow``: argument names whose
+        downgrade is accepted (see :mod:`lmcache_compat.arguments`), or ``True`` for all.
         """
         from lmcache_compat.versions import installed_distribution_version
 
-        mod = _resolve_module(module)
-        adapter_cls = vars(mod).get(cls._CLASS_NAME)
+        mod = _resolve_module(module, cls._PLACE)
+        adapter_cls = vars(mod).get(cls._PLACE.name)
         if not isinstance(adapter_cls, type):
-            raise NotAnEngineError(f"{mod.__name__} has no {cls._CLASS_NAME} class")
+            raise NotAnEngineError(f"{mod.__name__} has no {cls._PLACE.name} class")
         kwargs = mp_init_kwargs(
             adapter_cls,
             config,
             context,
-            parallel_strategy_cls=vars(mod).get("ParallelStrategy"),
+            parallel_strategy_cls=vars(mod).get(loc.PARALLEL_STRATEGY.name),
             allow=allow,
             version=installed_distribution_version("lmcache"),
         )
-        return cls(adapter_cls(**kwargs), require=require, strict=strict, allow=allow)
+        return cls(adapter_cls(**kwargs), require=require, strict=strict, allow=allow)  # type: ignore[call-arg]
 
-    def _downgrades(self, options: dict[str, Any]) -> Downgrades:
-        allow = options.pop("allow", ())
+    def _bind_allow(self, allow: Iterable[str] | bool) -> Downgrades:
+        if not isinstance(allow, bool):
+            allow = frozenset((allow,) if isinstance(allow, str) else allow)
         self._set("allow", allow)
         return Downgrades(allow, self.capabilities.cls_name, self.lmcache_version)
 
@@ -127,22 +153,13 @@ class _MPAdapter(BoundAdapter):
 class MPSchedulerAdapter(_MPAdapter):
     """Uniform adapter over ``LMCacheMPSchedulerAdapter`` (0.3.13 on).
 
-    =============================================  ===========================================
-    method                                          on a release without it
-    =============================================  ===========================================
-    lookup(request_id, token_ids, block_hashes, *,  keywords mapped per the argument table
-    cache_salt, request_configs,                    (``cache_salt``/``request_configs``: error
-    reserve_last_token)                             unless allowed; reserve: emulated)
-    check_lookup_result, cleanup_lookup_result,     the release's own (every release)
-    num_blocks_per_chunk
-    end_session(request_id)                         no-op (before 0.3.14)
-    free_lookup_locks(token_ids, start, end,        no-op (before 0.4.1: no locks)
-    request_id, *, cache_salt, request_configs)
-    is_healthy()                                    True: unknown (before 0.4.2)
-    report_block_allocations(records)               no-op (before 0.4.3)
-    shutdown()                                      no-op (before 0.5.0)
-    reset_cache()                                   False: nothing reset (before 0.5.6)
-    =============================================  ===========================================
+    ``lookup(request_id, token_ids, block_hashes=None, *, cache_salt, request_configs,
+    reserve_last_token, start)`` returns what the release returns: ``None`` before 0.5.7rc2,
+    from 0.5.7rc2 a ``bool`` (whether a LOOKUP went out). ``free_lookup_locks(token_ids, start,
+    end, request_id, *, cache_salt, request_configs, extra_ranges)``. Token ids are a sequence
+    of ints, packed with the release's own codec where it takes bytes.
+    ``check_lookup_result``, ``cleanup_lookup_result`` and ``num_blocks_per_chunk`` are the
+    release's own.
     """
 
     __slots__ = (
@@ -157,10 +174,10 @@ class MPSchedulerAdapter(_MPAdapter):
         "shutdown",
     )
     _ROLE = MP_SCHEDULER
-    _CLASS_NAME = MP_SCHEDULER
+    _PLACE = loc.MP_SCHEDULER
     _PASS_THROUGH = ("check_lookup_result", "cleanup_lookup_result", "num_blocks_per_chunk")
 
-    lookup: Callable[..., None]
+    lookup: Callable[..., bool | None]
     check_lookup_result: Callable[[str], int | None]
     cleanup_lookup_result: Callable[[str], None]
     num_blocks_per_chunk: Callable[[], int]
@@ -170,43 +187,56 @@ class MPSchedulerAdapter(_MPAdapter):
     shutdown: Callable[[], None]
     reset_cache: Callable[[], bool]
 
-    def _bind_specific(self, facts: ClassFacts, options: dict[str, Any]) -> None:
-        downgrades = self._downgrades(options)
-        super()._bind_specific(facts, options)
-        target, cls_name = self.target, downgrades.where
-        lookup = mp_lookup(
-            target.maybe_submit_lookup_request,
-            downgrades.at(f"{cls_name}.maybe_submit_lookup_request"),
+    def __new__(
+        cls: type[_S],
+        target: object,
+        *,
+        require: Iterable[Capability | str] = (),
+        strict: bool = False,
+        allow: Iterable[str] | bool = (),
+    ) -> _S:
+        self, facts, target_cls = cls._build(target, require, strict)
+        downgrades = self._bind_allow(allow)
+        name = self.capabilities.cls_name
+        lookup_facts = facts.surface["maybe_submit_lookup_request"]
+        pack = _release_packer(target_cls, key_encoding(lookup_facts, 1) == "packed")
+        self._set(
+            "lookup",
+            mp_lookup(
+                self.target.maybe_submit_lookup_request,
+                lookup_facts,
+                downgrades.at(f"{name}.maybe_submit_lookup_request"),
+                pack,
+            ),
         )
-        self._set("lookup", lookup)
         if Capability.MP_FREE_LOOKUP_LOCKS in self.capabilities:
-            free = mp_free_lookup_locks(
-                target.free_lookup_locks, downgrades.at(f"{cls_name}.free_lookup_locks")
+            free_facts = facts.surface["free_lookup_locks"]
+            self._set(
+                "free_lookup_locks",
+                mp_free_lookup_locks(
+                    self.target.free_lookup_locks,
+                    free_facts,
+                    downgrades.at(f"{name}.free_lookup_locks"),
+                    pack or _release_packer(target_cls, key_encoding(free_facts, 0) == "packed"),
+                ),
             )
-            self._set("free_lookup_locks", free)
+        return self
+
+    def __init__(self, target: object, **options: Any) -> None:
+        """Bound in ``__new__``."""
 
 
 class MPWorkerAdapter(_MPAdapter):
     """Uniform adapter over ``LMCacheMPWorkerAdapter`` (0.3.13 on).
 
-    ==============================================  ==========================================
-    method                                           on a release without it
-    ==============================================  ==========================================
-    register_kv_caches(kv_caches, *,                 one group / hints dropped; several groups:
-    engine_group_infos, layout_hints)                error unless allowed (before 0.4.7)
-    submit_store_request / submit_retrieve_request   ``cache_salt``/``request_configs``: error
-    (request_id, op, event, *, cache_salt,           unless allowed
-    request_configs); batched_* with lists
-    make_load_store_op(block_ids, token_ids, *,      the release's ``LoadStoreOp`` field set
-    block_hashes, start, end, skip_first_n_tokens)
-    get_finished, num_blocks_per_chunk, shutdown     the release's own (every release)
-    get_block_ids_with_load_errors()                 set() (before 0.4.2)
-    is_healthy()                                     True: unknown (before 0.4.2)
-    handle_preemptions(need_flush_before_forward)    no-op (before 0.5.2)
-    get_finished_with_lazy_offload()                 MissingCapabilityError (before 0.5.4)
-    get_kv_events()                                  [] (before 0.5.6)
-    get_failed_request_ids()                         set() (before 0.5.6)
-    ==============================================  ==========================================
+    ``register_kv_caches(kv_caches, *, engine_group_infos, layout_hints)``;
+    ``submit_store_request`` / ``submit_retrieve_request(request_id, op, event, *, cache_salt,
+    request_configs)`` and the ``batched_*`` forms with per-request lists (each read once);
+    ``make_load_store_op(block_ids, token_ids, *, block_hashes, start, end,
+    skip_first_n_tokens)`` builds the release's ``LoadStoreOp`` (``token_bytes`` packed by the
+    release's codec from 0.5.7rc2); ``get_finished``, ``num_blocks_per_chunk`` and ``shutdown``
+    are the release's own. ``load_store_op=``: the ``LoadStoreOp`` class, when it is not in the
+    adapter's module.
     """
 
     __slots__ = (
@@ -226,7 +256,7 @@ class MPWorkerAdapter(_MPAdapter):
         "submit_store_request",
     )
     _ROLE = MP_WORKER
-    _CLASS_NAME = MP_WORKER
+    _PLACE = loc.MP_WORKER
     _PASS_THROUGH = ("get_finished", "num_blocks_per_chunk", "shutdown")
     _RAISE_WHEN_ABSENT = (Capability.MP_LAZY_OFFLOAD,)
 
@@ -245,38 +275,67 @@ class MPWorkerAdapter(_MPAdapter):
     get_kv_events: Callable[[], list[Any]]
     get_failed_request_ids: Callable[[], set[str]]
 
-    def _bind_specific(self, facts: ClassFacts, options: dict[str, Any]) -> None:
-        load_store_op = options.pop("load_store_op", None)
-        downgrades = self._downgrades(options)
-        super()._bind_specific(facts, options)
-        target, cls_name = self.target, downgrades.where
-        register = mp_register_kv_caches(
-            target.register_kv_caches, downgrades.at(f"{cls_name}.register_kv_caches")
+    def __new__(
+        cls: type[_W],
+        target: object,
+        *,
+        require: Iterable[Capability | str] = (),
+        strict: bool = False,
+        allow: Iterable[str] | bool = (),
+        load_store_op: type | None = None,
+    ) -> _W:
+        self, facts, target_cls = cls._build(target, require, strict)
+        downgrades = self._bind_allow(allow)
+        name = self.capabilities.cls_name
+        engine: Any = self.target
+        self._set(
+            "register_kv_caches",
+            mp_register_kv_caches(
+                engine.register_kv_caches,
+                facts.surface["register_kv_caches"],
+                downgrades.at(f"{name}.register_kv_caches"),
+            ),
         )
-        self._set("register_kv_caches", register)
-        for name, batched in (
+        for method, batched in (
             ("submit_store_request", False),
             ("submit_retrieve_request", False),
             ("batched_submit_store_requests", True),
             ("batched_submit_retrieve_requests", True),
         ):
-            where = downgrades.at(f"{cls_name}.{name}")
-            self._set(name, mp_submit(getattr(target, name), where, batched=batched))
+            submit = mp_submit(
+                getattr(engine, method),
+                facts.surface[method],
+                downgrades.at(f"{name}.{method}"),
+                batched=batched,
+            )
+            self._set(method, submit)
         if load_store_op is None:
-            module = _module_of(target)
-            load_store_op = vars(module).get("LoadStoreOp") if module is not None else None
-        if isinstance(load_store_op, type):
+            module = _module_of(target_cls)
+            found = vars(module).get(loc.LOAD_STORE_OP.name) if module is not None else None
+            load_store_op = found if isinstance(found, type) else None
+        if load_store_op is not None:
+            from lmcache_compat.signatures import init_facts
+
+            field = token_field(init_facts(load_store_op))
+            pack = _release_packer(target_cls, field is not None and field[1] == "packed")
             factory = load_store_op_factory(
-                load_store_op, downgrades.at(load_store_op.__qualname__)
+                load_store_op, downgrades.at(load_store_op.__qualname__), pack
             )
             self._set("make_load_store_op", factory)
         else:
-            cls_name = self.capabilities.cls_name
 
             def no_op_class(*args: object, **kwargs: object) -> NoReturn:
                 raise NotAnEngineError(
-                    f"no LoadStoreOp class found beside {cls_name}; pass load_store_op= "
+                    f"no LoadStoreOp class found beside {name}; pass load_store_op= "
                     "when wrapping the adapter"
                 )
 
             self._set("make_load_store_op", no_op_class)
+        return self
+
+    def __init__(self, target: object, **options: Any) -> None:
+        """Bound in ``__new__``."""
+
+
+MPSchedulerAdapter.__doc__ = (MPSchedulerAdapter.__doc__ or "") + fallback_table(MP_SCHEDULER)
+MPWorkerAdapter.__doc__ = (MPWorkerAdapter.__doc__ or "") + fallback_table(MP_WORKER)

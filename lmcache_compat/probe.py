@@ -14,20 +14,22 @@ Documented results for odd objects:
 * ``unittest.mock`` mocks are probed as their ``spec`` class (``Mock(spec=Engine)``); a mock
   without a class spec has no capabilities and is not an engine, however permissive it is.
 * A method whose signature cannot be read (some C callables) is taken to accept any call.
-* Results are cached per class in a weak dictionary (never per instance; nothing pins an
-  engine or its class alive). If you patch a class after probing it, call
-  :func:`clear_probe_cache`.
+* Only callables whose signature binds the catalog's call count (``shutdown = len`` is not a
+  ``shutdown()``: ``len()`` does not bind), and an ``async def`` never stands for a catalog
+  method (calling it would return a coroutine that never runs).
+* Results are cached per class, keyed by the class's identity (never by equality: a metaclass
+  may make two classes equal) and held weakly (nothing pins an engine or its class alive). If
+  you patch a class after probing it, call :func:`clear_probe_cache`.
 """
 
 from __future__ import annotations
 
-import inspect
-import sys
+import functools
 import threading
 import types
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from lmcache_compat.catalog import (
     CATALOG,
@@ -36,13 +38,15 @@ from lmcache_compat.catalog import (
     Capability,
     owned_by,
 )
-from lmcache_compat.surface import MethodFacts, Param, ParamKind, class_capabilities
+from lmcache_compat.signatures import FUNCTION_TYPES, MethodFacts, facts_of
+from lmcache_compat.surface import class_capabilities, missing_core
 
 __all__ = [
     "Capabilities",
     "ClassFacts",
     "class_facts",
     "clear_probe_cache",
+    "facts_for_class",
     "live_surface",
     "method_facts",
     "probe",
@@ -139,19 +143,14 @@ class ClassFacts:
 
     def missing_core(self, role: str) -> tuple[str, ...]:
         """The methods every release of ``role`` has that this class lacks."""
-        return tuple(
-            name
-            for name, params in ROLE_CORE_METHODS[role].items()
-            if name not in self.surface or not self.surface[name].accepts_positional(len(params))
-        )
-
-    @property
-    def missing_connector_core(self) -> tuple[str, ...]:
-        return self.missing_core("LMCacheConnectorV1Impl")
+        return missing_core(role, self.surface)
 
 
 _MISSING: Final = object()
-_CACHE: weakref.WeakKeyDictionary[type, ClassFacts] = weakref.WeakKeyDictionary()
+#: Per class, by identity (a metaclass may define ``__eq__``/``__hash__``: two equal classes are
+#: still two classes): ``id(cls) -> (weak reference to cls, facts)``; an entry leaves with its
+#: class.
+_CACHE: dict[int, tuple[weakref.ref[type], ClassFacts]] = {}
 _LOCK = threading.Lock()
 _NAMES_OF_INTEREST: Final = tuple(
     dict.fromkeys(
@@ -160,14 +159,6 @@ _NAMES_OF_INTEREST: Final = tuple(
         + [m for names in OTHER_MEMBERS.values() for m in names]
     )
 )
-
-# Python 3.14 evaluates annotations lazily (PEP 649/749); ask for their source text there so a
-# probe never runs annotation code. Earlier versions store strings or objects as written.
-_SIGNATURE_KW: dict[str, Any] = {}
-if sys.version_info >= (3, 14):  # pragma: no cover - exercised on 3.14 only
-    import annotationlib
-
-    _SIGNATURE_KW["annotation_format"] = annotationlib.Format.STRING
 
 
 def qualname(cls: type) -> str:
@@ -208,79 +199,28 @@ def _lookup(cls: type, name: str) -> object:
     return _MISSING
 
 
-_KIND: Final[dict[Any, ParamKind]] = {}
-
-
 def method_facts(raw: object) -> MethodFacts | None:
-    """Facts of one class-``__dict__`` entry (or a plain function), ``None`` if not a method."""
-    return _facts(raw)
+    """Facts of one class-``__dict__`` entry, ``None`` if it is not a method.
 
-
-def _facts(raw: object) -> MethodFacts | None:
-    """Facts of one class-``__dict__`` entry, or ``None`` if it is not a method."""
-    if not _KIND:
-        _KIND.update(
-            {
-                inspect.Parameter.POSITIONAL_ONLY: "positional_only",
-                inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
-                inspect.Parameter.VAR_POSITIONAL: "var_positional",
-                inspect.Parameter.KEYWORD_ONLY: "keyword_only",
-                inspect.Parameter.VAR_KEYWORD: "var_keyword",
-            }
-        )
-    drop_first = True
-    func: object
+    Functions, C method descriptors and class methods are bound on access, so their first
+    parameter is dropped; static methods, builtins stored on a class (``shutdown = len``) and
+    other callable objects are not bound, so every parameter counts. Properties are known to
+    exist and never evaluated; any other descriptor is not a method (what attribute access
+    returns is only known by running its ``__get__``, which a probe never does).
+    """
     if isinstance(raw, staticmethod):
-        func, drop_first = raw.__func__, False
-    elif isinstance(raw, classmethod):
-        func = raw.__func__
-    elif isinstance(
-        raw,
-        (
-            types.FunctionType,
-            types.BuiltinFunctionType,
-            types.MethodDescriptorType,
-            types.WrapperDescriptorType,
-        ),
-    ):
-        func = raw
-    elif isinstance(raw, property) or type(raw).__name__ == "cached_property":
-        return MethodFacts(None, None, kind="property")  # known to exist; never evaluated
-    elif hasattr(type(raw), "__get__"):
-        # property, cached_property, partialmethod, custom descriptors: what attribute access
-        # would return is only known by running __get__, which a probe never does.
+        return facts_of(raw.__func__, drop_first=False)
+    if isinstance(raw, classmethod):
+        return facts_of(raw.__func__)
+    if isinstance(raw, FUNCTION_TYPES):
+        return facts_of(raw, drop_first=not isinstance(raw, types.BuiltinFunctionType))
+    if isinstance(raw, property) or type(raw).__name__ == "cached_property":
+        return MethodFacts(None, kind="property")
+    if hasattr(type(raw), "__get__"):
         return None
-    elif callable(raw):
-        func, drop_first = raw, False
-    else:
-        return None
-    try:
-        sig = inspect.signature(func, **_SIGNATURE_KW)  # type: ignore[arg-type,unused-ignore]
-    except Exception:  # C callables without text signatures, broken __signature__ ...
-        return MethodFacts(None, None)
-    params = list(sig.parameters.values())
-    if (
-        drop_first
-        and params
-        and params[0].kind
-        in (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        )
-    ):
-        params = params[1:]
-    returns: str | None
-    ann = sig.return_annotation
-    if ann is inspect.Signature.empty:
-        returns = None
-    elif isinstance(ann, str):
-        returns = ann
-    else:
-        returns = inspect.formatannotation(ann)
-    return MethodFacts(
-        tuple(Param(p.name, _KIND[p.kind], p.default is not p.empty) for p in params),
-        returns,
-    )
+    if callable(raw):
+        return facts_of(raw, drop_first=False)
+    return None
 
 
 def live_surface(cls: type, names: Iterable[str] | None = None) -> dict[str, MethodFacts]:
@@ -300,7 +240,7 @@ def live_surface(cls: type, names: Iterable[str] | None = None) -> dict[str, Met
         raw = _lookup(cls, name)
         if raw is _MISSING:
             continue
-        facts = _facts(raw)
+        facts = method_facts(raw)
         if facts is not None:
             surface[name] = facts
     return surface
@@ -312,8 +252,8 @@ def _role_of(cls: type, surface: dict[str, MethodFacts]) -> str | None:
     for klass in cls.__mro__:
         if klass.__name__ in ROLE_CORE_METHODS:
             return klass.__name__
-    for role, core in ROLE_CORE_METHODS.items():
-        if all(n in surface and surface[n].accepts_positional(len(p)) for n, p in core.items()):
+    for role in ROLE_CORE_METHODS:
+        if not missing_core(role, surface):
             return role
     return None
 
@@ -325,16 +265,33 @@ def _compute(cls: type) -> ClassFacts:
 
 def class_facts(obj: object) -> ClassFacts:
     """Cached :class:`ClassFacts` of ``obj``'s probe target. Thread-safe."""
-    cls = probe_target(obj)
-    try:
-        return _CACHE[cls]
-    except KeyError:
-        pass
-    except TypeError:  # unhashable or non-weakrefable metaclass: compute, don't cache
-        return _compute(cls)
+    return facts_for_class(probe_target(obj))
+
+
+def facts_for_class(cls: type) -> ClassFacts:
+    """Cached :class:`ClassFacts` of ``cls`` itself (a probe target already). Thread-safe."""
+    key = id(cls)
+    entry = _CACHE.get(key)
+    if entry is not None and entry[0]() is cls:
+        return entry[1]
     facts = _compute(cls)
+    try:
+        ref = weakref.ref(cls, functools.partial(_forget, key))
+    except TypeError:  # a class that cannot be weakly referenced: computed each time
+        return facts
     with _LOCK:
-        return _CACHE.setdefault(cls, facts)
+        entry = _CACHE.get(key)
+        if entry is not None and entry[0]() is cls:
+            return entry[1]
+        _CACHE[key] = (ref, facts)
+    return facts
+
+
+def _forget(key: int, ref: weakref.ref[type]) -> None:
+    with _LOCK:
+        entry = _CACHE.get(key)
+        if entry is not None and entry[0] is ref:
+            del _CACHE[key]
 
 
 def probe(obj: object) -> Capabilities:

@@ -1,85 +1,39 @@
 """Static scanning: what a release offers, read with ``ast`` and never imported.
 
 :func:`scan` opens a wheel, an sdist, a source directory or the installed distribution
-(:mod:`lmcache_compat.sources`), parses the modules that define the classes LMCache integrations
-call, follows base classes defined in the same package, and reports each class's public methods
-(plus ``__init__``; a dataclass without one gets the ``__init__`` its fields generate) and the
-catalog's capabilities, decided by the same rule as the live probe
-(:func:`lmcache_compat.surface.release_capabilities`).
+(:mod:`lmcache_compat.sources`), finds each class LMCache integrations call where
+:mod:`lmcache_compat.locations` says it lives, or by name anywhere in the package
+(:mod:`lmcache_compat.resolve`), follows base classes defined in the same package, and reports
+each class's module, its public methods (plus ``__init__``; a dataclass without one gets the
+``__init__`` its fields generate) and the catalog's capabilities, decided by the same rule as the
+live probe (:func:`lmcache_compat.surface.release_capabilities`).
 """
 
 from __future__ import annotations
 
 import ast
+import codecs
+import inspect
 import io
 import os
+import re
 import tokenize
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmcache_compat.sources import InvalidSourceError, NotLMCacheError, SourceTree, open_source
-from lmcache_compat.surface import (
-    MethodFacts,
-    Param,
-    ParamKind,
-    release_capabilities,
-    render_surface,
-)
+from lmcache_compat import locations as loc
+from lmcache_compat.errors import InvalidSourceError, NotLMCacheError, SourceTooLargeError
+from lmcache_compat.signatures import DEFAULT, MethodFacts, make_signature, to_json
+from lmcache_compat.sources import Meter, SourceTree, open_source, over
+from lmcache_compat.surface import release_capabilities, render_surface
 
-__all__ = [
-    "LMCACHE_LAYOUT",
-    "VLLM_NATIVE_LAYOUT",
-    "Layout",
-    "ScanResult",
-    "facts_from_json",
-    "scan",
-    "scan_tree",
-]
+__all__ = ["ScanResult", "scan", "scan_tree"]
 
+P = inspect.Parameter
 
-@dataclass(frozen=True)
-class Layout:
-    """Where the scanned classes live in a package."""
-
-    package: str
-    subtree: str
-    classes: Mapping[str, str]
-
-
-_V1 = "lmcache/integration/vllm/vllm_v1_adapter.py"
-_MP = "lmcache/integration/vllm/vllm_multi_process_adapter.py"
-_ENGINE = "lmcache/v1/cache_engine.py"
-
-#: LMCache's own modules (``LMCacheEngine``/``LMCacheEngineBuilder`` are also defined, with other
-#: meanings, in other modules: only ``lmcache/v1/cache_engine.py`` counts).
-LMCACHE_LAYOUT = Layout(
-    "lmcache",
-    "lmcache/",
-    {
-        "LMCacheConnectorV1Impl": _V1,
-        "LMCacheMPSchedulerAdapter": _MP,
-        "LMCacheMPWorkerAdapter": _MP,
-        "LoadStoreOp": _MP,
-        "ParallelStrategy": _MP,
-        "LMCacheEngine": _ENGINE,
-        "LMCacheEngineBuilder": _ENGINE,
-    },
-)
-
-_NATIVE = "vllm/distributed/kv_transfer/kv_connector/v1/lmcache_integration/"
-#: vLLM's vendored copy (``use_native=True``); it has no ``LMCacheEngine`` of its own.
-VLLM_NATIVE_LAYOUT = Layout(
-    "vllm",
-    _NATIVE,
-    {
-        "LMCacheConnectorV1Impl": _NATIVE + "vllm_v1_adapter.py",
-        "LMCacheMPSchedulerAdapter": _NATIVE + "multi_process_adapter.py",
-        "LMCacheMPWorkerAdapter": _NATIVE + "multi_process_adapter.py",
-        "LoadStoreOp": _NATIVE + "multi_process_adapter.py",
-        "ParallelStrategy": _NATIVE + "multi_process_adapter.py",
-    },
-)
+#: Source encodings a release may declare (PEP 263); anything else is refused, not guessed.
+ALLOWED_CODECS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252", "iso8859-15"})
 
 
 @dataclass
@@ -91,12 +45,15 @@ class ScanResult:
     version: str | None
     package: str
     classes: dict[str, dict[str, MethodFacts]]
+    #: class -> the dotted module that defines it, and how it was found ("known" or "search").
+    modules: dict[str, str] = field(default_factory=dict)
+    found_by: dict[str, str] = field(default_factory=dict)
     missing_classes: list[str] = field(default_factory=list)
     external_bases: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def lmcache_version(self) -> str | None:
-        return self.version if self.package == "lmcache" else None
+        return self.version if self.package == loc.LMCACHE else None
 
     @property
     def capabilities(self) -> dict[str, bool]:
@@ -115,33 +72,25 @@ class ScanResult:
         return {cls: names for cls, names in out.items() if names}
 
     def details(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """Per method, what ``surfaces`` leaves out: parameters with defaults and the return
-        annotation's source text (only where there is something to say)."""
+        """Per method, what ``surfaces`` leaves out: parameters with defaults, annotations and
+        the return annotation (source text), dataclass-generated ``__init__``."""
         out: dict[str, dict[str, dict[str, Any]]] = {}
         for cls, methods in sorted(self.classes.items()):
             for name, facts in sorted(methods.items()):
                 if facts.kind != "method":
                     continue
-                entry: dict[str, Any] = {}
-                optional = [p.name for p in facts.params or () if p.has_default]
-                if optional:
-                    entry["optional"] = optional
-                if facts.returns is not None:
-                    entry["returns"] = facts.returns
-                if facts.fields:
-                    entry["fields"] = dict(facts.fields)
+                _, entry = to_json(facts)
                 if entry:
                     out.setdefault(cls, {})[name] = entry
         return out
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "lmcache_version": self.lmcache_version,
-            "source": self.source,
-        }
-        if self.package != "lmcache":
+        data: dict[str, Any] = {"lmcache_version": self.lmcache_version, "source": self.source}
+        if self.package != loc.LMCACHE:
             data[f"{self.package}_version"] = self.version
         data["capabilities"] = self.capabilities
+        data["modules"] = dict(sorted(self.modules.items()))
+        data["found_by"] = dict(sorted(self.found_by.items()))
         data["surfaces"] = self.surfaces()
         data["properties"] = self.properties()
         data["details"] = self.details()
@@ -150,76 +99,103 @@ class ScanResult:
         return data
 
 
-def facts_from_json(params: list[str], detail: Mapping[str, Any] | None = None) -> MethodFacts:
-    """Rebuild :class:`MethodFacts` from a ``surfaces`` entry and its ``details`` entry."""
-    detail = detail or {}
-    optional = set(detail.get("optional", ()))
-    out: list[Param] = []
-    keyword_only = False
-    for token in params:
-        if token == "/":
-            out = [Param(p.name, "positional_only", p.has_default) for p in out]
-        elif token == "*":
-            keyword_only = True
-        elif token.startswith("**"):
-            out.append(Param(token[2:], "var_keyword"))
-        elif token.startswith("*"):
-            out.append(Param(token[1:], "var_positional"))
-            keyword_only = True
-        else:
-            kind: ParamKind = "keyword_only" if keyword_only else "positional"
-            out.append(Param(token, kind, token in optional))
-    fields = tuple(detail.get("fields", {}).items())
-    return MethodFacts(tuple(out), detail.get("returns"), fields=fields)
+# --- parsing ------------------------------------------------------------------------------------
 
 
-# --- parsing ------------------------------------------------------------------------------
-
-
-def _decode(relpath: str, data: bytes, where: str) -> str:
+def decode_source(relpath: str, data: bytes, where: str) -> str:
+    """Source text, decoded with its declared (allow-listed) encoding."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        name = codecs.lookup(encoding).name
+    except (SyntaxError, LookupError) as exc:
+        raise InvalidSourceError(
+            f"{where}: {relpath} is not decodable Python source ({exc})"
+        ) from None
+    if name not in ALLOWED_CODECS:
+        raise InvalidSourceError(
+            f"{where}: {relpath} declares the source encoding {encoding!r}, which lmcache-compat "
+            f"does not read (allowed: {', '.join(sorted(ALLOWED_CODECS))})"
+        )
+    try:
         return data.decode(encoding)
-    except (SyntaxError, LookupError, UnicodeDecodeError) as exc:
+    except (UnicodeError, LookupError) as exc:
         raise InvalidSourceError(
             f"{where}: {relpath} is not decodable Python source ({exc})"
         ) from None
 
 
+def parse_source(relpath: str, data: bytes, where: str, meter: Meter) -> ast.Module:
+    """``ast.parse`` within the source budgets (checked before parsing: the parser runs in C and
+    cannot be interrupted); every failure is one :class:`InvalidSourceError` line."""
+    b = meter.budgets
+    spot = f"{where}: {relpath}"
+    big = SourceTooLargeError
+    if len(data) > b.source_bytes:
+        raise over(spot, "source_bytes", b.source_bytes, f"{len(data)} bytes of source", big)
+    lines = data.count(b"\n")
+    if lines > b.source_lines:
+        raise over(spot, "source_lines", b.source_lines, f"{lines} lines of source", big)
+    words = len(re.findall(rb"\w+", data))
+    if words > b.source_words:
+        raise over(spot, "source_words", b.source_words, f"{words} words of source", big)
+    meter.spend("parsed_bytes", len(data), spot)
+    text = decode_source(relpath, data, where)
+    try:
+        return ast.parse(text, filename=relpath)
+    except SyntaxError as exc:
+        raise InvalidSourceError(f"{spot}:{exc.lineno}: invalid Python ({exc.msg})") from None
+    except (RecursionError, MemoryError) as exc:
+        raise InvalidSourceError(
+            f"{spot}: cannot parse ({type(exc).__name__}: too deep or too large)"
+        ) from None
+    except ValueError as exc:
+        raise InvalidSourceError(f"{spot}: cannot parse ({exc})") from None
+
+
 @dataclass
-class _Module:
+class Module:
     relpath: str
     dotted: str
     classes: dict[str, ast.ClassDef]
+    functions: set[str]
     imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
 
 
-def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    """Statements at module (or class) level, looking into if/try/with blocks."""
-    for node in body:
+def top_level(body: list[ast.stmt], limit: int = 100_000) -> Iterator[ast.stmt]:
+    """Statements at module (or class) level, looking into if/try/with blocks (iteratively: an
+    ``elif`` chain of any length is no deeper than one level here)."""
+    stack: list[Iterator[ast.stmt]] = [iter(body)]
+    seen = 0
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        seen += 1
+        if seen > limit:
+            return
         yield node
+        blocks: list[list[ast.stmt]] = []
         if isinstance(node, ast.If):
-            yield from _top_level(node.body)
-            yield from _top_level(node.orelse)
-        elif isinstance(node, ast.Try):
-            yield from _top_level(node.body)
-            for handler in node.handlers:
-                yield from _top_level(handler.body)
-            yield from _top_level(node.orelse)
-            yield from _top_level(node.finalbody)
+            blocks = [node.body, node.orelse]
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            tried: Any = node
+            blocks = [tried.body, *(h.body for h in tried.handlers), tried.orelse, tried.finalbody]
         elif isinstance(node, (ast.With, ast.AsyncWith)):
-            yield from _top_level(node.body)
+            blocks = [node.body]
+        for block in reversed(blocks):
+            stack.append(iter(block))
 
 
-class _Index:
+class Index:
     """Parsed modules of one source tree, parsed on first use."""
 
-    def __init__(self, tree: SourceTree, package: str) -> None:
+    def __init__(self, tree: SourceTree) -> None:
         self.tree = tree
-        self.package = package
-        self._modules: dict[str, _Module | None] = {}
+        self.package = tree.package
+        self._modules: dict[str, Module | None] = {}
 
-    def module(self, relpath: str) -> _Module | None:
+    def module(self, relpath: str) -> Module | None:
         if relpath in self._modules:
             return self._modules[relpath]
         data = self.tree.read(relpath)
@@ -227,34 +203,25 @@ class _Index:
         self._modules[relpath] = mod
         return mod
 
-    def module_by_dotted(self, dotted: str) -> _Module | None:
+    def module_by_dotted(self, dotted: str) -> Module | None:
         base = dotted.replace(".", "/")
         return self.module(base + ".py") or self.module(base + "/__init__.py")
 
-    def _parse(self, relpath: str, data: bytes) -> _Module:
-        where = self.tree.description
-        text = _decode(relpath, data, where)
-        try:
-            tree = ast.parse(text, filename=relpath)
-        except SyntaxError as exc:
-            raise InvalidSourceError(
-                f"{where}: {relpath}:{exc.lineno}: invalid Python ({exc.msg})"
-            ) from None
-        except (RecursionError, MemoryError, ValueError) as exc:
-            raise InvalidSourceError(
-                f"{where}: {relpath}: cannot parse ({type(exc).__name__}: nested too deeply "
-                "or malformed)"
-            ) from None
+    def _parse(self, relpath: str, data: bytes) -> Module:
+        tree = parse_source(relpath, data, self.tree.description, self.tree.meter)
         dotted = relpath[: -len(".py")].replace("/", ".")
         is_init = dotted.endswith(".__init__")
         if is_init:
             dotted = dotted[: -len(".__init__")]
         package_parts = dotted.split(".") if is_init else dotted.split(".")[:-1]
         classes: dict[str, ast.ClassDef] = {}
+        functions: set[str] = set()
         imports: dict[str, tuple[str, str | None]] = {}
-        for node in _top_level(tree.body):
+        for node in top_level(tree.body):
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = node
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.add(node.name)
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     keep = len(package_parts) - (node.level - 1)
@@ -273,11 +240,12 @@ class _Index:
                     else:
                         top = alias.name.split(".")[0]
                         imports[top] = (top, None)
-        return _Module(relpath, dotted, classes, imports)
+        return Module(relpath, dotted, classes, functions, imports)
 
 
 _PROPERTIES = {"property", "cached_property", "abstractproperty"}
 _ACCESSORS = {"setter", "getter", "deleter"}
+_IGNORED_BASES = ("object", "ABC", "abc.ABC", "Protocol")
 
 
 def _tail(node: ast.expr) -> str | None:
@@ -290,24 +258,34 @@ def _tail(node: ast.expr) -> str | None:
     return None
 
 
-def _function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool) -> MethodFacts:
+def _text(node: ast.expr | None) -> Any:
+    return P.empty if node is None else ast.unparse(node)
+
+
+def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool) -> MethodFacts:
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
     first_default = len(positional) - len(a.defaults)
-    params: list[Param] = []
+    params: list[P] = []
     for i, arg in enumerate(positional):
-        kind: ParamKind = "positional_only" if i < len(a.posonlyargs) else "positional"
-        params.append(Param(arg.arg, kind, i >= first_default))
+        kind = P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD
+        default = DEFAULT if i >= first_default else P.empty
+        params.append(P(arg.arg, kind, default=default, annotation=_text(arg.annotation)))
     if drop_first and params:
         params = params[1:]
     if a.vararg is not None:
-        params.append(Param(a.vararg.arg, "var_positional"))
-    for arg, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        params.append(Param(arg.arg, "keyword_only", default is not None))
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL, annotation=_text(a.vararg.annotation)))
+    for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        default = P.empty if kw_default is None else DEFAULT
+        params.append(P(arg.arg, P.KEYWORD_ONLY, default=default, annotation=_text(arg.annotation)))
     if a.kwarg is not None:
-        params.append(Param(a.kwarg.arg, "var_keyword"))
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD, annotation=_text(a.kwarg.annotation)))
     returns = ast.unparse(fn.returns) if fn.returns is not None else None
-    return MethodFacts(tuple(params), returns)
+    try:
+        signature = make_signature(params, returns)
+    except ValueError as exc:  # duplicate names: Python would refuse to compile it
+        raise InvalidSourceError(f"def {fn.name}() at line {fn.lineno}: {exc}") from None
+    return MethodFacts(signature, is_async=isinstance(fn, ast.AsyncFunctionDef))
 
 
 def _is_dataclass(cls: ast.ClassDef) -> bool:
@@ -323,7 +301,7 @@ def _dataclass_kw_only(cls: ast.ClassDef) -> bool:
     return False
 
 
-def _dataclass_field(node: ast.AnnAssign) -> tuple[Param, str] | None:
+def _dataclass_field(node: ast.AnnAssign, kw_only: bool) -> P | None:
     if not isinstance(node.target, ast.Name):
         return None
     ann = ast.unparse(node.annotation)
@@ -336,25 +314,32 @@ def _dataclass_field(node: ast.AnnAssign) -> tuple[Param, str] | None:
         if isinstance(init, ast.Constant) and init.value is False:
             return None
         has_default = "default" in kwargs or "default_factory" in kwargs
-    return Param(node.target.id, "positional", has_default), ann
+    kind = P.KEYWORD_ONLY if kw_only else P.POSITIONAL_OR_KEYWORD
+    return P(node.target.id, kind, default=DEFAULT if has_default else P.empty, annotation=ann)
 
 
 @dataclass
-class _ClassInfo:
+class ClassInfo:
     methods: dict[str, MethodFacts]
-    fields: list[Param] | None  # dataclass fields, None for other classes
+    fields: list[P] | None  # dataclass fields, None for other classes
     external: list[str]
 
 
-class _Scanner:
-    def __init__(self, index: _Index) -> None:
+class ClassReader:
+    """Class surfaces from ``ast``: follows bases in the package (memoised per class: a
+    diamond or a doubling hierarchy is read once per class, within ``budgets.classes``)."""
+
+    def __init__(self, index: Index) -> None:
         self.index = index
-        self._done: dict[tuple[str, str], _ClassInfo] = {}
+        self._done: dict[tuple[str, str], ClassInfo] = {}
         self._active: set[tuple[str, str]] = set()
 
+    def in_package(self, dotted: str) -> bool:
+        return dotted == self.index.package or dotted.startswith(self.index.package + ".")
+
     def resolve(
-        self, module: _Module, name: str, depth: int = 0
-    ) -> tuple[_Module, ast.ClassDef] | None:
+        self, module: Module, name: str, depth: int = 0
+    ) -> tuple[Module, ast.ClassDef] | None:
         """Find class ``name`` as seen from ``module`` (defined there or imported from the same
         package), following re-exports."""
         if depth > 20:
@@ -365,17 +350,14 @@ class _Scanner:
         if origin is None:
             return None
         source, attr = origin
-        if attr is None or not (
-            source == self.index.package or source.startswith(self.index.package + ".")
-        ):
+        if attr is None or not self.in_package(source):
             return None
         target = self.index.module_by_dotted(source)
-        if target is None:
-            # ``from pkg import submodule``: not a class
+        if target is None:  # ``from pkg import submodule``: not a class
             return None
         return self.resolve(target, attr, depth + 1)
 
-    def _resolve_base(self, module: _Module, expr: ast.expr) -> tuple[_Module, ast.ClassDef] | None:
+    def _resolve_base(self, module: Module, expr: ast.expr) -> tuple[Module, ast.ClassDef] | None:
         if isinstance(expr, ast.Subscript):
             expr = expr.value
         if isinstance(expr, ast.Name):
@@ -386,18 +368,20 @@ class _Scanner:
                 return None
             source, attr = origin
             dotted = source if attr is None else f"{source}.{attr}"
-            if not (dotted == self.index.package or dotted.startswith(self.index.package + ".")):
+            if not self.in_package(dotted):
                 return None
             target = self.index.module_by_dotted(dotted)
             return None if target is None else self.resolve(target, expr.attr)
         return None
 
-    def info(self, module: _Module, cls: ast.ClassDef) -> _ClassInfo:
+    def info(self, module: Module, cls: ast.ClassDef) -> ClassInfo:
         key = (module.relpath, cls.name)
-        if key in self._done:
-            return self._done[key]
+        done = self._done.get(key)
+        if done is not None:
+            return done
         if key in self._active:  # a cycle through re-exports: stop
-            return _ClassInfo({}, None, [])
+            return ClassInfo({}, None, [])
+        self.index.tree.meter.spend("classes", 1, f"{self.index.tree.description}: {cls.name}")
         self._active.add(key)
         try:
             info = self._compute(module, cls)
@@ -406,53 +390,46 @@ class _Scanner:
         self._done[key] = info
         return info
 
-    def _compute(self, module: _Module, cls: ast.ClassDef) -> _ClassInfo:
+    def _compute(self, module: Module, cls: ast.ClassDef) -> ClassInfo:
         methods: dict[str, MethodFacts] = {}
-        fields: list[Param] = []
-        external: list[str] = []
+        fields: list[P] = []
+        external: dict[str, None] = {}
         base_is_dataclass = False
         for base in reversed(cls.bases):
             found = self._resolve_base(module, base)
             if found is None:
                 text = ast.unparse(base)
-                if text not in ("object", "ABC", "abc.ABC", "Protocol") and not text.startswith(
-                    ("Generic[", "Protocol[")
-                ):
-                    external.insert(0, text)
+                if text not in _IGNORED_BASES and not text.startswith(("Generic[", "Protocol[")):
+                    external = {text: None, **external}
                 continue
             binfo = self.info(*found)
             methods.update(binfo.methods)
-            external[:0] = binfo.external
+            external = {**dict.fromkeys(binfo.external), **external}
             if binfo.fields is not None:
                 base_is_dataclass = True
                 names = {p.name for p in binfo.fields}
                 fields = [p for p in fields if p.name not in names] + binfo.fields
         own: dict[str, MethodFacts | None] = {}
-        own_fields: list[Param] = []
+        own_fields: list[P] = []
         kw_only = _dataclass_kw_only(cls)
-        annotations: dict[str, str] = {}
-        for node in _top_level(cls.body):
+        for node in top_level(cls.body):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 decorators = {_tail(d) for d in node.decorator_list}
                 if "overload" in decorators:
                     continue
                 if decorators & _PROPERTIES:
-                    own[node.name] = MethodFacts(None, None, kind="property")
+                    own[node.name] = MethodFacts(None, kind="property")
                     continue
                 if decorators & _ACCESSORS:  # @x.setter keeps x a property
                     continue
-                own[node.name] = _function_facts(node, drop_first="staticmethod" not in decorators)
+                own[node.name] = function_facts(node, drop_first="staticmethod" not in decorators)
             elif isinstance(node, ast.AnnAssign):
                 if ast.unparse(node.annotation).endswith("KW_ONLY"):
                     kw_only = True
                     continue
-                field_found = _dataclass_field(node)
-                if field_found is not None:
-                    param, ann = field_found
-                    if kw_only:
-                        param = Param(param.name, "keyword_only", param.has_default)
+                param = _dataclass_field(node, kw_only)
+                if param is not None:
                     own_fields.append(param)
-                    annotations[param.name] = ann
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
@@ -467,58 +444,63 @@ class _Scanner:
             names = {p.name for p in own_fields}
             fields = [p for p in fields if p.name not in names] + own_fields
             if "__init__" not in own:
-                inherited = dict(methods["__init__"].fields) if "__init__" in methods else {}
-                inherited.update(annotations)
-                methods["__init__"] = MethodFacts(
-                    tuple(fields),
-                    fields=tuple((p.name, inherited.get(p.name, "")) for p in fields),
-                )
-        return _ClassInfo(
-            methods, fields if (is_dataclass or base_is_dataclass) else None, external
+                try:
+                    signature = make_signature(fields)
+                except ValueError as exc:  # a required field after a defaulted one
+                    raise InvalidSourceError(
+                        f"{module.relpath}: dataclass {cls.name}: {exc}"
+                    ) from None
+                methods["__init__"] = MethodFacts(signature, dataclass=True)
+        return ClassInfo(
+            methods, fields if (is_dataclass or base_is_dataclass) else None, list(external)
         )
 
 
-def scan_tree(tree: SourceTree, layout: Layout = LMCACHE_LAYOUT) -> ScanResult:
-    """Scan an opened :class:`SourceTree`."""
-    index = _Index(tree, layout.package)
-    scanner = _Scanner(index)
-    result = ScanResult(tree.description, tree.project, tree.version, layout.package, {})
-    any_module = False
-    for cls_name, relpath in layout.classes.items():
-        module = index.module(relpath)
-        if module is None:
-            result.missing_classes.append(cls_name)
-            continue
-        any_module = True
-        found = scanner.resolve(module, cls_name)
-        if found is None:
-            result.missing_classes.append(cls_name)
-            continue
-        try:
-            info = scanner.info(*found)
-        except RecursionError:
-            raise InvalidSourceError(
-                f"{tree.description}: {relpath}: class {cls_name} nests too deeply to read"
-            ) from None
-        result.classes[cls_name] = {
-            name: facts
-            for name, facts in info.methods.items()
-            if not name.startswith("_") or name == "__init__"
-        }
-        if info.external:
-            result.external_bases[cls_name] = info.external
-    if not any_module:
+def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCANNED) -> ScanResult:
+    """Scan an opened :class:`SourceTree` for ``places`` (default: LMCache's classes)."""
+    from lmcache_compat.resolve import locate_all
+
+    index = Index(tree)
+    reader = ClassReader(index)
+    result = ScanResult(tree.description, tree.project, tree.version, tree.package, {})
+    try:
+        located = locate_all(index, reader, places)
+        for place in places:
+            found = located.get(place.name)
+            if found is None:
+                result.missing_classes.append(place.name)
+                continue
+            module, node, how = found
+            info = reader.info(module, node)
+            result.classes[place.name] = {
+                name: facts
+                for name, facts in info.methods.items()
+                if not name.startswith("_") or name == "__init__"
+            }
+            result.modules[place.name] = module.dotted
+            result.found_by[place.name] = how
+            if info.external:
+                result.external_bases[place.name] = info.external
+    except RecursionError:
+        raise InvalidSourceError(f"{tree.description}: classes nest too deeply to read") from None
+    if not result.classes:
         raise NotLMCacheError(
             f"{tree.description}: none of the modules that define "
-            f"{', '.join(sorted(layout.classes))} exist (is this an LMCache release from 0.3.0 on?)"
+            f"{', '.join(p.name for p in places)} exist, nor is any of them defined anywhere "
+            f"in its {tree.package}/ package (is this an LMCache release from 0.3.0 on?)"
         )
     return result
 
 
-def scan(target: str | os.PathLike[str] | None = None, *, vllm_native: bool = False) -> ScanResult:
+def scan(
+    target: str | os.PathLike[str] | None = None,
+    *,
+    vllm_native: bool = False,
+    meter: Meter | None = None,
+) -> ScanResult:
     """Scan a release without importing it: ``target`` is a ``.whl``, a ``.tar.gz``, a source
     directory or ``None`` (the installed distribution). ``vllm_native`` scans vLLM's vendored
     copy instead (in the installed vLLM, or in the vLLM wheel/directory given)."""
-    layout = VLLM_NATIVE_LAYOUT if vllm_native else LMCACHE_LAYOUT
-    tree = open_source(target, layout.package, layout.subtree)
-    return scan_tree(tree, layout)
+    places = loc.NATIVE_SCANNED if vllm_native else loc.LMCACHE_SCANNED
+    with open_source(target, places[0].package, meter) as tree:
+        return scan_tree(tree, places)

@@ -1,73 +1,372 @@
-"""Signature probes, cached per function (never per bound method or instance).
+"""The one signature model: :class:`MethodFacts` around an :class:`inspect.Signature`.
 
-The version-specific implementations ask "does this release's method take ``cache_salt``?" of
-the function itself: ``signature_facts(Adapter.maybe_submit_lookup_request)`` and
-``signature_facts(adapter.maybe_submit_lookup_request)`` share one cache entry (the bound
-method's ``__func__``), computed once per process. Reading a signature runs no engine code.
+Live probes build it with :func:`facts_of` (from a function, cached per function; reading a
+signature runs no engine code), the static scanner builds it from ``ast`` without importing
+anything, and the shipped matrix stores it with :func:`to_json` / :func:`from_json`. Whatever
+way it was made, a parameter's annotation is its **source text** (never evaluated) and a default
+is only known to exist (:data:`DEFAULT`), so live and static facts compare equal.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import sys
 import threading
+import types
 import weakref
-from typing import Any
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
 
-from lmcache_compat.surface import MethodFacts
+__all__ = [
+    "DEFAULT",
+    "MethodFacts",
+    "annotation_admits_none",
+    "annotation_words",
+    "facts_of",
+    "from_json",
+    "init_facts",
+    "make_signature",
+    "render_params",
+    "to_json",
+]
 
-__all__ = ["field_annotation", "init_facts", "signature_facts"]
+P = inspect.Parameter
 
-_CACHE: weakref.WeakKeyDictionary[Any, MethodFacts] = weakref.WeakKeyDictionary()
+
+class _Default:
+    """The default of a parameter that has one: its value is never read (nor evaluated)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "..."
+
+
+#: Stands for "has a default" in every signature of this model.
+DEFAULT: Final = _Default()
+
+Kind = Literal["method", "property"]
+
+
+@dataclass(frozen=True)
+class MethodFacts:
+    """What is known about one class member without calling it.
+
+    ``signature`` is ``None`` when it could not be read (a C function without a text
+    signature): such a method is taken to accept any call. It never includes ``self``.
+    """
+
+    signature: inspect.Signature | None
+    kind: Kind = "method"
+    #: ``async def``: calling it returns a coroutine, so it cannot stand for a sync method.
+    is_async: bool = False
+    #: A dataclass's generated ``__init__`` (its parameters are the fields).
+    dataclass: bool = False
+
+    @property
+    def params(self) -> tuple[inspect.Parameter, ...]:
+        return () if self.signature is None else tuple(self.signature.parameters.values())
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    @property
+    def returns(self) -> str | None:
+        if self.signature is None or self.signature.return_annotation is P.empty:
+            return None
+        return str(self.signature.return_annotation)
+
+    def parameter(self, name: str) -> inspect.Parameter | None:
+        return None if self.signature is None else self.signature.parameters.get(name)
+
+    def annotation(self, name: str) -> str | None:
+        """The source text of parameter ``name``'s annotation (``None``: none or no such)."""
+        p = self.parameter(name)
+        return None if p is None or p.annotation is P.empty else str(p.annotation)
+
+    def accepts_keyword(self, name: str) -> bool:
+        """Whether ``name`` is an explicit parameter that can be passed by keyword (``**kw``
+        does not count: an old release would swallow and ignore it)."""
+        p = self.parameter(name)
+        return p is not None and p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
+
+    def required(self, name: str) -> bool:
+        p = self.parameter(name)
+        return (
+            p is not None
+            and p.default is P.empty
+            and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)
+        )
+
+    def binds(self, n_positional: int) -> bool:
+        """Whether a call with ``n_positional`` positional arguments (and no keywords) binds."""
+        if self.signature is None:
+            return True
+        try:
+            self.signature.bind(*range(n_positional))
+        except TypeError:
+            return False
+        return True
+
+
+def make_signature(
+    params: Iterable[inspect.Parameter], returns: str | None = None
+) -> inspect.Signature:
+    """A signature of this model (raises ``ValueError`` for an impossible parameter list)."""
+    return inspect.Signature(
+        list(params), return_annotation=P.empty if returns is None else returns
+    )
+
+
+# --- live functions -------------------------------------------------------------------------------
+
+# Python 3.14 evaluates annotations lazily (PEP 649/749); ask for their source text there so a
+# probe never runs annotation code. Earlier versions store strings or objects as written.
+_SIGNATURE_KW: dict[str, Any] = {}
+if sys.version_info >= (3, 14):  # pragma: no cover - exercised on 3.14 only
+    import annotationlib
+
+    _SIGNATURE_KW["annotation_format"] = annotationlib.Format.STRING
+
+
+def _text(annotation: object) -> object:
+    if annotation is P.empty or isinstance(annotation, str):
+        return annotation
+    return inspect.formatannotation(annotation)
+
+
+_CACHES: dict[bool, weakref.WeakKeyDictionary[Any, MethodFacts]] = {
+    True: weakref.WeakKeyDictionary(),
+    False: weakref.WeakKeyDictionary(),
+}
 _LOCK = threading.Lock()
 
 
-def _function_of(func: Any) -> Any:
-    return getattr(func, "__func__", func)  # a bound method's function (a C method stays)
-
-
-def signature_facts(func: Any) -> MethodFacts:
-    """:class:`MethodFacts` of a function (or bound method: its function), without ``self``."""
-    from lmcache_compat.probe import method_facts
-
-    key = _function_of(func)
+def _compute(func: Any, drop_first: bool) -> MethodFacts:
+    is_async = inspect.iscoroutinefunction(func) or inspect.isasyncgenfunction(func)
     try:
-        cached = _CACHE.get(key)
-    except TypeError:  # not weak-referenceable: compute each time
-        return method_facts(key) or MethodFacts(None)
+        sig = inspect.signature(func, **_SIGNATURE_KW)
+    except Exception:  # C callables without text signatures, broken __signature__ ...
+        return MethodFacts(None, is_async=is_async)
+    params = list(sig.parameters.values())
+    if drop_first and params and params[0].kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD):
+        params = params[1:]
+    model = [
+        p.replace(
+            annotation=_text(p.annotation), default=P.empty if p.default is P.empty else DEFAULT
+        )
+        for p in params
+    ]
+    returns = _text(sig.return_annotation)
+    signature = make_signature(model, None if returns is P.empty else str(returns))
+    return MethodFacts(signature, is_async=is_async)
+
+
+def facts_of(func: Any, *, drop_first: bool = True) -> MethodFacts:
+    """:class:`MethodFacts` of a function (a bound method: its function), without its first
+    parameter when ``drop_first``. Cached per function object (weakly: nothing is pinned)."""
+    key = getattr(func, "__func__", func)  # a bound method's function (a C method stays)
+    cache = _CACHES[drop_first]
+    try:
+        cached = cache.get(key)
+    except TypeError:  # not weak-referenceable (or unhashable): computed each time
+        return _compute(key, drop_first)
     if cached is not None:
         return cached
-    facts = method_facts(key) or MethodFacts(None)
+    facts = _compute(key, drop_first)
     with _LOCK:
-        _CACHE[key] = facts
-    return facts
+        return cache.setdefault(key, facts)
 
 
 def init_facts(cls: type) -> MethodFacts:
-    """Constructor parameters of ``cls`` (its ``__init__`` function, dataclass-generated ones
-    included), read from the class ``__dict__`` along the MRO."""
+    """Constructor parameters of ``cls`` (its ``__init__``, dataclass-generated ones included),
+    read from the class ``__dict__`` along the MRO (never ``getattr``)."""
     for klass in cls.__mro__:
         raw = klass.__dict__.get("__init__")
         if raw is not None:
             if klass is object:
-                return MethodFacts(())
-            return signature_facts(raw)
-    return MethodFacts(())
+                return MethodFacts(make_signature(()))
+            return facts_of(raw)
+    return MethodFacts(make_signature(()))
 
 
-def field_annotation(cls: type, name: str) -> str | None:
-    """The source text of a (dataclass) field's annotation, without evaluating it."""
-    for klass in cls.__mro__:
-        if sys.version_info >= (3, 14):  # pragma: no cover - lazy annotations (PEP 649)
-            import annotationlib
+# --- JSON (the shipped matrix, ``scan --json``) ---------------------------------------------------
 
-            annotations = annotationlib.get_annotations(klass, format=annotationlib.Format.STRING)
+
+def render_params(facts: MethodFacts) -> list[str]:
+    """Parameter names as ``surfaces`` JSON shows them: ``*args``/``**kw`` keep their stars, a
+    bare ``*`` marks where keyword-only parameters start and ``/`` ends positional-only ones."""
+    out: list[str] = []
+    star = False
+    prev: Any = None
+    for p in facts.params:
+        if prev is P.POSITIONAL_ONLY and p.kind is not P.POSITIONAL_ONLY:
+            out.append("/")
+        if p.kind is P.VAR_POSITIONAL:
+            out.append("*" + p.name)
+            star = True
+        elif p.kind is P.VAR_KEYWORD:
+            out.append("**" + p.name)
+        elif p.kind is P.KEYWORD_ONLY:
+            if not star:
+                out.append("*")
+                star = True
+            out.append(p.name)
         else:
-            annotations = klass.__dict__.get("__annotations__", {})  # noqa: RUF063 - no eval
-        if name in annotations:
-            ann = annotations[name]
-            if isinstance(ann, str):
-                return ann
-            import inspect
+            out.append(p.name)
+        prev = p.kind
+    if prev is P.POSITIONAL_ONLY:
+        out.append("/")
+    return out
 
-            return inspect.formatannotation(ann)
+
+def to_json(facts: MethodFacts) -> tuple[list[str], dict[str, Any]]:
+    """``(surface entry, details entry)``: the names (with markers), and what they leave out
+    (parameters with defaults, annotations' source text, the return annotation)."""
+    detail: dict[str, Any] = {}
+    optional = [p.name for p in facts.params if p.default is not P.empty]
+    if optional:
+        detail["optional"] = optional
+    annotations = {p.name: str(p.annotation) for p in facts.params if p.annotation is not P.empty}
+    if annotations:
+        detail["annotations"] = annotations
+    if facts.returns is not None:
+        detail["returns"] = facts.returns
+    if facts.dataclass:
+        detail["dataclass"] = True
+    if facts.is_async:
+        detail["async"] = True
+    return render_params(facts), detail
+
+
+def from_json(names: list[str], detail: Mapping[str, Any] | None = None) -> MethodFacts:
+    """Rebuild :class:`MethodFacts` from a ``surfaces`` entry and its ``details`` entry."""
+    detail = detail or {}
+    optional = set(detail.get("optional", ()))
+    annotations: Mapping[str, str] = detail.get("annotations", {})
+    params: list[inspect.Parameter] = []
+    keyword_only = False
+    for token in names:
+        if token == "/":
+            params = [p.replace(kind=P.POSITIONAL_ONLY) for p in params]
+            continue
+        if token == "*":
+            keyword_only = True
+            continue
+        kind: inspect._ParameterKind
+        if token.startswith("**"):
+            name, kind = token[2:], P.VAR_KEYWORD
+        elif token.startswith("*"):
+            name, kind = token[1:], P.VAR_POSITIONAL
+            keyword_only = True
+        else:
+            name = token
+            kind = P.KEYWORD_ONLY if keyword_only else P.POSITIONAL_OR_KEYWORD
+        params.append(
+            P(
+                name,
+                kind,
+                default=DEFAULT if name in optional else P.empty,
+                annotation=annotations.get(name, P.empty),
+            )
+        )
+    return MethodFacts(
+        make_signature(params, detail.get("returns")),
+        is_async=bool(detail.get("async")),
+        dataclass=bool(detail.get("dataclass")),
+    )
+
+
+# --- annotations, read as text --------------------------------------------------------------------
+
+_MAX_ANNOTATION = 2000
+
+
+def _parse(annotation: str | None) -> ast.expr | None:
+    if not annotation or len(annotation) > _MAX_ANNOTATION:
+        return None
+    try:
+        return ast.parse(annotation.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _tail(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
     return None
+
+
+def _admits_none(node: ast.expr, depth: int) -> bool:
+    if depth > 50:
+        return False
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return True
+        if isinstance(node.value, str) and depth < 5:  # a quoted forward reference
+            inner = _parse(node.value)
+            return inner is not None and _admits_none(inner, depth + 1)
+        return False
+    if _tail(node) in ("None", "NoneType"):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return _admits_none(node.left, depth + 1) or _admits_none(node.right, depth + 1)
+    if isinstance(node, ast.Subscript):
+        head = _tail(node.value)
+        if head == "Optional":
+            return True
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if head == "Union":
+            return any(_admits_none(a, depth + 1) for a in args)
+        if head == "Annotated":
+            return _admits_none(args[0], depth + 1)
+    return False
+
+
+def annotation_admits_none(annotation: str | None) -> bool:
+    """Whether an annotation's source text admits ``None`` (``Optional[X]``, ``Union[..., None]``,
+    ``X | None``, ``None``, with or without a module prefix). No text, unparsable or oversized
+    text gives ``False``: a method that does not say it may return None returns a value."""
+    node = _parse(annotation)
+    return node is not None and _admits_none(node, 0)
+
+
+def annotation_words(annotation: str | None) -> tuple[str, ...]:
+    """The names an annotation is made of, outermost first (``list[bytes]`` -> ``("list",
+    "bytes")``, ``Optional[Sequence[int]]`` -> ``("Optional", "Sequence", "int")``); ``()`` for
+    no text. Prefixes (``typing.``) are dropped; quoted forward references are read."""
+    node = _parse(annotation)
+    out: list[str] = []
+
+    def walk(n: ast.AST, depth: int) -> None:
+        if depth > 20 or len(out) > 50:
+            return
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            inner = _parse(n.value)
+            if inner is not None:
+                walk(inner, depth + 1)
+            return
+        tail = _tail(n) if isinstance(n, ast.expr) else None
+        if tail is not None:
+            out.append(tail)
+            return
+        for child in ast.iter_child_nodes(n):
+            walk(child, depth + 1)
+
+    if node is not None:
+        walk(node, 0)
+    return tuple(out)
+
+
+#: Raw class-``__dict__`` entries that are plain functions for :func:`facts_of`.
+FUNCTION_TYPES: Final = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+)

@@ -3,13 +3,15 @@
 
 A maintainer command, not run in CI:
 
-    python scripts/build_release_matrix.py [--cache DIR] [--offline] [--readme]
+    python scripts/build_release_matrix.py [--pre] [--cache DIR] [--offline] [--readme]
 
-For every final LMCache release from 0.3.0 on, it takes the CPython 3.11 manylinux wheel (or
-the sdist where there is no wheel: 0.3.0), downloads it into the cache (sha256 checked against
-PyPI's index), scans it with ``lmcache_compat.scanner`` (nothing is imported or built), and
-writes one row per release. ``--readme`` also regenerates the README's compatibility table.
-Review the diff like code: a changed row means the scanner or a release changed.
+For every final LMCache release from 0.3.0 on (with ``--pre``, also the pre-releases and dev
+builds newer than the newest final release: a pre-release whose final is out is superseded), it
+takes the CPython 3.11 manylinux wheel (or the sdist where there is no wheel: 0.3.0), downloads
+it into the cache (sha256 checked against PyPI's index), scans it with
+``lmcache_compat.scanner`` (nothing is imported or built), and writes one row per release.
+``--readme`` also regenerates the README's compatibility and argument tables. Review the diff
+like code: a changed row means the scanner or a release changed.
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lmcache_compat.arguments import render_arguments_markdown  # noqa: E402
 from lmcache_compat.matrix import ReleaseMatrix, ReleaseRow, render_markdown  # noqa: E402
 from lmcache_compat.scanner import scan  # noqa: E402
-from lmcache_compat.version_specific import render_arguments_markdown  # noqa: E402
 
 INDEX = "https://pypi.org/simple/lmcache/"
 FIRST = Version("0.3.0")
@@ -47,8 +49,13 @@ def index() -> list[dict[str, Any]]:
     return files
 
 
-def pick(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """version -> the artifact to scan (cp311 manylinux wheel, else the sdist)."""
+def _is_pre(v: Version) -> bool:
+    return v.is_prerelease or v.is_devrelease
+
+
+def pick(files: list[dict[str, Any]], pre: bool = False) -> dict[str, dict[str, Any]]:
+    """version -> the artifact to scan (cp311 manylinux wheel, else the sdist). With ``pre``,
+    pre-releases and dev builds newer than the newest final release are included."""
     chosen: dict[str, dict[str, Any]] = {}
     for f in files:
         name = f["filename"]
@@ -56,12 +63,14 @@ def pick(files: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if not m or f.get("yanked"):
             continue
         v = Version(m.group(1))
-        if v < FIRST or v.is_prerelease or v.is_devrelease:
+        if v < FIRST or (_is_pre(v) and not pre):
             continue
         prev = chosen.get(str(v))
         if prev is None or (prev["filename"].endswith(".tar.gz") and name.endswith(".whl")):
             chosen[str(v)] = f
-    return chosen
+    finals = [Version(v) for v in chosen if not _is_pre(Version(v))]
+    newest_final = max(finals) if finals else Version("0")
+    return {v: f for v, f in chosen.items() if not _is_pre(Version(v)) or Version(v) > newest_final}
 
 
 def fetch(f: dict[str, Any], cache: Path, offline: bool) -> Path:
@@ -92,7 +101,7 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
         for j, key in enumerate(keys):
             comma = "," if j < len(keys) - 1 else ""
             value = row[key]
-            if key == "properties" and value:
+            if key in ("properties", "modules") and value:
                 lines.append(f"{json.dumps(key)}: {{")
                 classes = list(value)
                 for k, cls in enumerate(classes):
@@ -143,6 +152,11 @@ def main() -> int:
         help="re-scan the releases the data file lists, from the cache only (no index query)",
     )
     ap.add_argument("--readme", action="store_true", help="also regenerate the README table")
+    ap.add_argument(
+        "--pre",
+        action="store_true",
+        help="include pre-releases and dev builds newer than the newest final release",
+    )
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.offline:  # re-scan the artifacts the current data file names, from the cache
@@ -152,7 +166,7 @@ def main() -> int:
             for r in current
         }
     else:
-        chosen = pick(index())
+        chosen = pick(index(), pre=args.pre)
     rows = []
     for version in sorted(chosen, key=Version):
         f = chosen[version]
@@ -169,6 +183,7 @@ def main() -> int:
                 "artifact": f["filename"],
                 "sha256": f["hashes"]["sha256"],
                 "capabilities": result["capabilities"],
+                "modules": result["modules"],
                 "missing_classes": result["missing_classes"],
                 "surfaces": result["surfaces"],
                 "properties": result["properties"],

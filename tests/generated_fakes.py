@@ -70,14 +70,18 @@ class GeneratedEngine:
         return RESULTS.get(name)
 
 
-def _param_source(params: list[str], optional: set[str]) -> tuple[str, str]:
-    """(signature source without self, the call forwarding every parameter)."""
+def _param_source(
+    params: list[str], optional: set[str], annotations: Mapping[str, str]
+) -> tuple[str, str]:
+    """(signature source without self, the call forwarding every parameter). Annotations are
+    the row's source text, kept as strings (never evaluated)."""
     sig, call = [], []
     for token in params:
         name = token.lstrip("*")
         if token not in ("/", "*"):
             assert name.isidentifier() and not keyword.iskeyword(name), token
-        sig.append(f"{token}=UNSET" if token in optional else token)
+        text = f"{token}: {annotations[name]!r}" if name in annotations else token
+        sig.append(f"{text}=UNSET" if token in optional else text)
         if token.startswith("**"):
             call.append(f"**{name}")
         elif token.startswith("*") and token != "*":
@@ -88,7 +92,7 @@ def _param_source(params: list[str], optional: set[str]) -> tuple[str, str]:
 
 
 def _dataclass_source(cls_name: str, params: list[str], detail: Mapping[str, Any]) -> list[str]:
-    fields = detail.get("fields", {})
+    fields = detail.get("annotations", {})
     optional = set(detail.get("optional", ()))
     lines = ["@dataclasses.dataclass", f"class {cls_name}:"]
     for token in params:
@@ -104,16 +108,19 @@ def _class_source(row: ReleaseRow, cls_name: str) -> list[str]:
     surface = row.surfaces[cls_name]
     details = row.details.get(cls_name, {})
     init_detail = details.get("__init__", {})
-    if "fields" in init_detail:
+    if init_detail.get("dataclass"):
         return _dataclass_source(cls_name, surface["__init__"], init_detail)
     lines = [f"class {cls_name}(GeneratedEngine):"]
     for name, params in surface.items():
         detail = details.get(name, {})
-        sig, call = _param_source(params, set(detail.get("optional", ())))
+        sig, call = _param_source(
+            params, set(detail.get("optional", ())), detail.get("annotations", {})
+        )
         returns = f" -> {detail['returns']!r}" if "returns" in detail else ""
         target = "_setup" if name == "__init__" else "_called"
         first = "" if name == "__init__" else f"{name!r}, "
-        lines.append(f"    def {name}(self{', ' if sig else ''}{sig}){returns}:")
+        define = "async def" if detail.get("async") else "def"
+        lines.append(f"    {define} {name}(self{', ' if sig else ''}{sig}){returns}:")
         lines.append(f"        return self.{target}({first}{call})")
     for name in row.properties.get(cls_name, ()):
         value = RESULTS.get(name)
@@ -121,6 +128,15 @@ def _class_source(row: ReleaseRow, cls_name: str) -> list[str]:
     if "__init__" not in surface:
         lines.append("    def __init__(self):\n        self._setup()")
     return lines
+
+
+def pack_token_ids(token_ids: Any) -> bytes:
+    """A stand-in for LMCache 0.5.7rc2's ``token_codec.pack_token_ids`` (big-endian uint32);
+    the real tier compares the adapters' output with the real codec."""
+    import struct
+
+    ids = list(token_ids)
+    return struct.pack(f">{len(ids)}I", *ids)
 
 
 def fake_module(row: ReleaseRow) -> types.ModuleType:
@@ -134,6 +150,8 @@ def fake_module(row: ReleaseRow) -> types.ModuleType:
             "GeneratedEngine": GeneratedEngine,
             "UNSET": UNSET,
             "dataclasses": __import__("dataclasses"),
+            # the codec the release's adapter module imports (0.5.7rc2): big-endian uint32
+            "pack_token_ids": pack_token_ids,
         }
     )
     source: list[str] = []

@@ -60,6 +60,7 @@ RELEASES = [
     "0.5.4",
     "0.5.5",
     "0.5.6",
+    "0.5.7rc2",
 ]
 
 
@@ -81,7 +82,7 @@ def test_every_release_has_the_core_methods() -> None:
     for row in MATRIX.rows:
         surface = row.facts(CONNECTOR_IMPL)
         for name, params in CONNECTOR_CORE_METHODS.items():
-            assert surface[name].accepts_positional(len(params)), (row.version, name)
+            assert surface[name].binds(len(params)), (row.version, name)
 
 
 @pytest.mark.parametrize("release", sorted(FAKES))
@@ -103,7 +104,7 @@ def test_generated_fakes_behave_per_catalog(release: str) -> None:
 def test_row_lookup_errors() -> None:
     assert MATRIX.row("v0.3.9").version == "0.3.9"
     with pytest.raises(
-        KeyError, match=r"0\.3\.8 is not in the release matrix \(0\.3\.0 \.\.\. 0\.5\.6\)"
+        KeyError, match=r"0\.3\.8 is not in the release matrix \(0\.3\.0 \.\.\. 0\.5\.7rc2\)"
     ):
         MATRIX.row("0.3.8")
 
@@ -194,10 +195,10 @@ def test_reordered_parameters_are_breaking() -> None:
 
 def test_capability_facts_for_engine_rows_are_consistent() -> None:
     # the matrix's capability columns are what the shared rule derives from its own surfaces
-    from lmcache_compat.surface import capabilities_of
+    from lmcache_compat.surface import class_capabilities
 
     for row in MATRIX.rows:
-        caps = capabilities_of(CONNECTOR_IMPL, row.facts(CONNECTOR_IMPL))
+        caps = class_capabilities(CONNECTOR_IMPL, row.facts(CONNECTOR_IMPL))
         assert {c.value: c in caps for c in owned_by(CONNECTOR_IMPL)} == connector_view(
             dict(row.capabilities)
         ), row.version

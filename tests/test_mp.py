@@ -18,10 +18,10 @@ from lmcache_compat import (
     NotAnEngineError,
     UnsupportedArgumentError,
 )
+from lmcache_compat.arguments import ARGUMENTS
 from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER
 from lmcache_compat.matrix import ReleaseRow, load_matrix
 from lmcache_compat.mp import mp_init_kwargs
-from lmcache_compat.version_specific import ARGUMENTS
 from tests.generated_fakes import GeneratedEngine, fake_module, instantiate
 from tests.strategies import mp_configs
 
@@ -50,7 +50,7 @@ def _last(target: GeneratedEngine) -> tuple[str, tuple[Any, ...], dict[str, Any]
 
 
 def test_mp_rows_start_at_0_3_13() -> None:
-    assert MP_VERSIONS[0] == "0.3.13" and MP_VERSIONS[-1] == "0.5.6"
+    assert MP_VERSIONS[0] == "0.3.13" and MP_VERSIONS[-1] == "0.5.7rc2"
     assert all(MATRIX.row(v).has(Capability.MP_ADAPTERS) for v in MP_VERSIONS)
     assert not MATRIX.row("0.3.12").has(Capability.MP_ADAPTERS)
 
@@ -462,14 +462,14 @@ def test_require_and_strict() -> None:
 def test_wrong_kind_of_object() -> None:
     with pytest.raises(NotAnEngineError, match="LMCacheMPWorkerAdapter"):
         MPWorkerAdapter(object())
-    with pytest.raises(TypeError, match="unexpected options"):
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
         MPSchedulerAdapter(instantiate(_mod("0.5.6").LMCacheMPSchedulerAdapter), bogus=1)
 
 
 def test_argument_table_is_documented_in_the_readme() -> None:
     from pathlib import Path
 
-    from lmcache_compat.version_specific import render_arguments_markdown
+    from lmcache_compat.arguments import render_arguments_markdown
 
     readme = Path(__file__).resolve().parent.parent.joinpath("README.md").read_text()
     assert render_arguments_markdown() in readme, (
@@ -491,12 +491,12 @@ def test_every_mp_capability_appears_in_some_release() -> None:
 
 
 def test_signature_probes_are_cached_per_function() -> None:
-    from lmcache_compat.signatures import signature_facts
+    from lmcache_compat.signatures import facts_of
 
     cls = _mod("0.5.6").LMCacheMPSchedulerAdapter
     a: Any = instantiate(cls)
     b: Any = instantiate(cls)
-    facts = signature_facts(cls.maybe_submit_lookup_request)
-    assert signature_facts(a.maybe_submit_lookup_request) is facts  # bound method: its function
-    assert signature_facts(b.maybe_submit_lookup_request) is facts  # not per instance
+    facts = facts_of(cls.maybe_submit_lookup_request)
+    assert facts_of(a.maybe_submit_lookup_request) is facts  # bound method: its function
+    assert facts_of(b.maybe_submit_lookup_request) is facts  # not per instance
     assert [p.name for p in facts.params or ()][:2] == ["request_id", "token_ids"]

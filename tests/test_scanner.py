@@ -5,6 +5,7 @@ import json
 import os
 import tarfile
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,8 @@ from lmcache_compat import sources
 from lmcache_compat.catalog import CONNECTOR_IMPL
 from lmcache_compat.cli import main
 from lmcache_compat.probe import live_surface, probe
-from lmcache_compat.scanner import facts_from_json, scan
-from lmcache_compat.surface import render_params
+from lmcache_compat.scanner import scan
+from lmcache_compat.signatures import from_json, render_params
 from tests.archives import (
     ADAPTER_0_3_10_POST2,
     ENGINE,
@@ -272,7 +273,7 @@ def test_sdist_with_escaping_member(tmp_path: Path, capsys: pytest.CaptureFixtur
 def test_zip_bomb_member_is_refused_at_the_cap(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    bomb = b"#" * (sources.MAX_MEMBER_BYTES + 1024)  # compresses to a few KB
+    bomb = b"#" * (sources.BUDGETS.member_bytes + 1024)  # compresses to a few KB
     whl = make_wheel(tmp_path / "bomb.whl", {V1: bomb})
     assert whl.stat().st_size < 200_000
     _fails(whl, 5, "cap", capsys)
@@ -281,7 +282,7 @@ def test_zip_bomb_member_is_refused_at_the_cap(
 def test_zip_member_that_lies_about_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sources, "MAX_MEMBER_BYTES", 4096)
+    monkeypatch.setattr(sources, "BUDGETS", replace(sources.BUDGETS, member_bytes=4096))
     whl = make_wheel(tmp_path / "lie.whl", {V1: "#" * 10_000})
     _fails(whl, 5, "cap", capsys)
 
@@ -289,7 +290,7 @@ def test_zip_member_that_lies_about_its_size(
 def test_gzip_bomb_sdist_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sources, "MAX_STREAM_BYTES", 1 << 20)
+    monkeypatch.setattr(sources, "BUDGETS", replace(sources.BUDGETS, stream_bytes=1 << 20))
     sd = make_sdist(
         tmp_path / "bomb.tar.gz", {V1: ADAPTER_0_3_10_POST2, "lmcache/zeros.bin": b"\0" * (4 << 20)}
     )
@@ -299,7 +300,7 @@ def test_gzip_bomb_sdist_is_refused(
 def test_sdist_member_over_the_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sources, "MAX_MEMBER_BYTES", 1000)
+    monkeypatch.setattr(sources, "BUDGETS", replace(sources.BUDGETS, member_bytes=1000))
     sd = make_sdist(tmp_path / "big.tar.gz", {V1: ADAPTER_0_3_10_POST2 + "#" * 2000})
     _fails(sd, 5, "cap", capsys)
 
@@ -307,7 +308,7 @@ def test_sdist_member_over_the_cap(
 def test_too_many_members(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(sources, "MAX_MEMBERS", 10)
+    monkeypatch.setattr(sources, "BUDGETS", replace(sources.BUDGETS, members=10))
     files: dict[str, str | bytes] = {f"lmcache/m{i}.py": "" for i in range(20)}
     _fails(make_wheel(tmp_path / "many.whl", files), 5, "over the cap", capsys)
     _fails(make_sdist(tmp_path / "many.tar.gz", files), 5, "more than", capsys)
@@ -427,7 +428,7 @@ def test_live_and_static_agree(tmp_path: Path) -> None:
     exec(compile(ADAPTER_0_3_10_POST2, V1, "exec"), namespace)  # our own test source
     cls = namespace["LMCacheConnectorV1Impl"]
     assert probe(cls).as_dict(CONNECTOR_IMPL) == connector_view(static.capabilities)
-    live = {n: render_params(f.params or ()) for n, f in live_surface(cls).items()}
+    live = {n: render_params(f) for n, f in live_surface(cls).items()}
     assert live == static.surfaces()["LMCacheConnectorV1Impl"]
 
 
@@ -436,7 +437,7 @@ def test_live_and_static_agree(tmp_path: Path) -> None:
     [[], ["a", "b"], ["a", "/", "b"], ["a", "*args", "k", "**kw"], ["a", "*", "k"], ["*args"]],
 )
 def test_facts_round_trip_through_json(params: list[str]) -> None:
-    assert render_params(facts_from_json(params).params or ()) == params
+    assert render_params(from_json(params)) == params
 
 
 def test_scan_installed_distribution(
