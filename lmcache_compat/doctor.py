@@ -125,8 +125,8 @@ def _matrix_status(lmcache_raw: str | None, notes: list[str]) -> dict[str, Any] 
         notes.append(
             f"LMCache {lmcache_raw} is newer than every release in the shipped matrix (newest: "
             f"{newest}): its capabilities and class locations come from a scan of its files, "
-            "and no known issue has been recorded for it yet (HINT: pip install -U "
-            "lmcache-compat for a newer matrix)"
+            "and the known issues shown are those recorded for earlier releases that are not "
+            "known to be fixed (HINT: pip install -U lmcache-compat for a newer matrix)"
         )
     elif status == "unlisted":
         notes.append(

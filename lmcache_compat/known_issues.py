@@ -90,7 +90,8 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         (">=0.3.1,<=0.3.7",),
         "vllm",
         "broken",
-        "LMCache's vllm_v1_adapter does not import: cannot import name 'cdiv' from 'vllm.utils'",
+        "LMCache's vllm_v1_adapter does not import: it imports cdiv from vLLM's utils module, "
+        "which this vLLM no longer has (ImportError)",
         ("upgrade LMCache to >= 0.3.9",),
         "verified",
     ),

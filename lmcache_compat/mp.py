@@ -59,9 +59,11 @@ def _resolve_module(module: ModuleType | str | None, place: loc.Place) -> Module
 
 
 def _release_packer(cls: type, needed: bool) -> Pack | None:
-    """The release's own ``pack_token_ids``: the one its adapter module uses (0.5.7rc2 imports
-    it there), else from where :mod:`lmcache_compat.locations` says. Looked up only when the
-    release takes packed token ids."""
+    """The release's own ``pack_token_ids``: the one its adapter module imports, if it does, else
+    the codec module :mod:`lmcache_compat.locations` names (0.5.7rc2's adapter module imports
+    only ``unpack_token_ids``; its metadata module packs with
+    ``lmcache.v1.multiprocess.token_codec.pack_token_ids``). Looked up only when the release
+    takes packed token ids."""
     if not needed:
         return None
     module = _module_of(cls)

@@ -20,6 +20,7 @@ from typing import Any
 
 from lmcache_compat.arguments import ARG, Downgrades
 from lmcache_compat.errors import UnsupportedArgumentError
+from lmcache_compat.locations import PACK_TOKEN_IDS
 from lmcache_compat.signatures import MethodFacts, init_facts
 from lmcache_compat.tokens import Encoding, key_encoding, token_field
 
@@ -269,8 +270,9 @@ def _tokens_converter(encoding: Encoding, pack: Pack | None, where: str) -> Call
         if pack is None:
             raise UnsupportedArgumentError(
                 "token_ids",
-                f"{where} takes packed token ids, but no pack_token_ids was found beside it "
-                "(its module or lmcache.v1.multiprocess.token_codec); please report this release",
+                f"{where} takes packed token ids, but no {PACK_TOKEN_IDS.name} was found beside "
+                f"it (its module, or {', '.join(PACK_TOKEN_IDS.modules)}); please report this "
+                "release",
             )
         packer = pack
 

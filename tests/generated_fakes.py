@@ -150,7 +150,7 @@ def fake_module(row: ReleaseRow) -> types.ModuleType:
             "GeneratedEngine": GeneratedEngine,
             "UNSET": UNSET,
             "dataclasses": __import__("dataclasses"),
-            # the codec the release's adapter module imports (0.5.7rc2): big-endian uint32
+            # the release's token codec (0.5.7rc2), found beside the adapter class
             "pack_token_ids": pack_token_ids,
         }
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 from lmcache_compat import probe
 from lmcache_compat.probe import live_surface
-from lmcache_compat.scanner import LMCACHE_LAYOUT
+from lmcache_compat.scanner import scan
 from lmcache_compat.surface import render_surface
 
 
@@ -27,9 +27,10 @@ def _error_line(exc: BaseException) -> str:
 
 def main() -> int:
     out: dict[str, Any] = {"modules": {}, "classes": {}, "capabilities": None}
-    modules = dict.fromkeys(LMCACHE_LAYOUT.classes.values())
-    for relpath in modules:
-        dotted = relpath[: -len(".py")].replace("/", ".")
+    where = scan().modules  # class -> module, read from the installed files (nothing imported)
+    out["where"] = where
+    for dotted in dict.fromkeys(where.values()):
+        relpath = dotted.replace(".", "/") + ".py"
         try:
             module = importlib.import_module(dotted)
         except BaseException as exc:
@@ -38,8 +39,8 @@ def main() -> int:
                 traceback.print_exc()
             continue
         out["modules"][relpath] = {"file": getattr(module, "__file__", None)}
-        for cls_name, where in LMCACHE_LAYOUT.classes.items():
-            if where != relpath or not isinstance(getattr(module, cls_name, None), type):
+        for cls_name, home in where.items():
+            if home != dotted or not isinstance(getattr(module, cls_name, None), type):
                 continue
             cls = getattr(module, cls_name)
             if cls.__module__ != dotted:  # re-exported from elsewhere: still the class vLLM sees

@@ -1,6 +1,8 @@
 """Run beside real vLLM with one LMCache release (0.3.13+) first on ``PYTHONPATH``: check that
 every call the MP adapters would make binds to the real classes' signatures, with real
-``ParallelStrategy``/``LoadStoreOp`` dataclasses, and no server opened.
+``ParallelStrategy``/``LoadStoreOp`` dataclasses, and no server opened. Where the release takes
+packed token ids (0.5.7rc2), the bytes handed to it must be exactly what its own codec packs
+(and unpack, with its own codec, to the caller's ids).
 
     python tests/real/mp_binding.py  ->  one JSON summary on the last line of stdout
 """
@@ -18,16 +20,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmcache_compat import MPConfig, UnsupportedArgumentError
-from lmcache_compat.mp import MP_MODULE, mp_init_kwargs
-from lmcache_compat.version_specific import (
-    Downgrades,
+from lmcache_compat import locations as loc
+from lmcache_compat.arguments import Downgrades
+from lmcache_compat.mp import mp_init_kwargs
+from lmcache_compat.mp_calls import (
     load_store_op_factory,
     mp_free_lookup_locks,
     mp_lookup,
     mp_register_kv_caches,
     mp_submit,
 )
+from lmcache_compat.resolve import where
+from lmcache_compat.signatures import facts_of
+from lmcache_compat.tokens import key_encoding
 from tests.strategies import mp_configs
+
+IDS = [1, 2, 3, 70_000, 2**32 - 1]
 
 SUMMARY: dict[str, Any] = {"bound": 0, "refused": 0, "errors": []}
 
@@ -65,29 +73,63 @@ def check_init(mod: Any, config: MPConfig, allow: Any = ()) -> None:
             assert type(ps) is mod.ParallelStrategy  # the release's own dataclass, built
 
 
+def _codec(mod: Any, packed: bool) -> tuple[Any, Any]:
+    """The release's own ``pack_token_ids`` (the one the MP adapter binds: from the adapter's
+    module if it imports it, else from its codec module) and ``unpack_token_ids`` beside it."""
+    if not packed:
+        return None, None
+    from lmcache_compat.mp import _release_packer
+    from lmcache_compat.resolve import find
+
+    pack = _release_packer(mod.LMCacheMPSchedulerAdapter, True)
+    assert pack is find(loc.PACK_TOKEN_IDS), "not the release's own codec"
+    codec = importlib.import_module(pack.__module__)
+    SUMMARY["codec"] = codec.__name__
+    return pack, codec.unpack_token_ids
+
+
+def _check_packed(value: Any, pack: Any, unpack: Any, ids: list[int]) -> None:
+    assert isinstance(value, bytes), type(value)
+    assert value == pack(ids), "not the release's own packing"
+    assert unpack(value) == ids, "the release's codec does not read back the caller's ids"
+    SUMMARY["packed_checked"] = SUMMARY.get("packed_checked", 0) + 1
+
+
 def check_calls(mod: Any) -> None:
     allow_all = Downgrades(True, "real", None)
     sched = mod.LMCacheMPSchedulerAdapter
+    lookup_facts = facts_of(sched.maybe_submit_lookup_request)
+    packed = key_encoding(lookup_facts, 1) == "packed"
+    SUMMARY["packed"] = packed
+    pack, unpack = _codec(mod, packed)
     rec = Recorder()
-    lookup = mp_lookup(rec, allow_all, signature_of=sched.maybe_submit_lookup_request)
+    lookup = mp_lookup(rec, lookup_facts, allow_all, pack)
     for kwargs in (
         {},
         {"cache_salt": "s"},
         {"request_configs": {"a": 1}},
         {"reserve_last_token": True},
+        {"start": 16},
     ):
         try:
-            lookup("r", [1, 2, 3], block_hashes=["h"], **kwargs)
+            lookup("r", list(IDS), block_hashes=["h"], **kwargs)
         except UnsupportedArgumentError:
             SUMMARY["refused"] += 1
     for args, kwargs in rec.calls:
         _bind(sched.maybe_submit_lookup_request, None, *args, **kwargs)
+        bound = inspect.signature(sched.maybe_submit_lookup_request).bind(None, *args, **kwargs)
+        if packed:
+            _check_packed(bound.arguments[lookup_facts.names[1]], pack, unpack, IDS)
     if hasattr(sched, "free_lookup_locks"):
         rec = Recorder()
-        free = mp_free_lookup_locks(rec, allow_all, signature_of=sched.free_lookup_locks)
-        free([1], 0, 1, "r", cache_salt="s", request_configs={"a": 1})
+        free_facts = facts_of(sched.free_lookup_locks)
+        free = mp_free_lookup_locks(rec, free_facts, allow_all, pack)
+        free(list(IDS), 0, 1, "r", cache_salt="s", request_configs={"a": 1}, extra_ranges=[(1, 2)])
         for args, kwargs in rec.calls:
             _bind(sched.free_lookup_locks, None, *args, **kwargs)
+            bound = inspect.signature(sched.free_lookup_locks).bind(None, *args, **kwargs)
+            if packed:
+                _check_packed(bound.arguments[free_facts.names[0]], pack, unpack, IDS)
     worker = mod.LMCacheMPWorkerAdapter
     for name, batched in (
         ("submit_store_request", False),
@@ -96,7 +138,7 @@ def check_calls(mod: Any) -> None:
         ("batched_submit_retrieve_requests", True),
     ):
         rec = Recorder()
-        submit = mp_submit(rec, allow_all, batched=batched, signature_of=getattr(worker, name))
+        submit = mp_submit(rec, facts_of(getattr(worker, name)), allow_all, batched=batched)
         if batched:
             submit(["r"], ["op"], "ev", cache_salts=["s"], request_configs_list=[{"a": 1}])
         else:
@@ -104,18 +146,22 @@ def check_calls(mod: Any) -> None:
         for args, kwargs in rec.calls:
             _bind(getattr(worker, name), None, *args, **kwargs)
     rec = Recorder()
-    register = mp_register_kv_caches(rec, allow_all, signature_of=worker.register_kv_caches)
+    register = mp_register_kv_caches(rec, facts_of(worker.register_kv_caches), allow_all)
     register({"l": 1}, engine_group_infos=["g0"], layout_hints=None)
     for args, kwargs in rec.calls:
         _bind(worker.register_kv_caches, None, *args, **kwargs)
-    make_op = load_store_op_factory(mod.LoadStoreOp, allow_all)
-    op = make_op([4, 5], [1, 2, 3], block_hashes=[b"h1", b"h2"], skip_first_n_tokens=1)
+    make_op = load_store_op_factory(mod.LoadStoreOp, allow_all, pack)
+    op = make_op([4, 5], list(IDS), block_hashes=[b"h1", b"h2"], skip_first_n_tokens=1)
     assert type(op) is mod.LoadStoreOp
-    SUMMARY["load_store_op"] = dict(vars(op))
+    fields = dict(vars(op))
+    if packed:
+        (token_field,) = [k for k, v in fields.items() if isinstance(v, bytes)]
+        _check_packed(fields[token_field], pack, unpack, IDS)
+    SUMMARY["load_store_op"] = fields
 
 
 def main() -> int:
-    mod = importlib.import_module(MP_MODULE)
+    mod = importlib.import_module(where(loc.MP_SCHEDULER)[0])
     SUMMARY["module"] = mod.__file__
 
     @settings(max_examples=200, deadline=None, database=None)

@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -93,12 +93,10 @@ def sweep(versions: list[str], work: Path, workers: int = 2) -> dict[str, dict[s
         return dict(pool.map(one, versions))
 
 
-def present_modules(missing_classes: Iterable[str]) -> set[str]:
-    """The layout's modules in which the release defines at least one scanned class."""
-    from lmcache_compat.scanner import LMCACHE_LAYOUT
-
-    missing = set(missing_classes)
-    return {path for cls, path in LMCACHE_LAYOUT.classes.items() if cls not in missing}
+def present_modules(modules: Mapping[str, str]) -> set[str]:
+    """The files of the modules in which the release defines its scanned classes (``modules``:
+    a matrix row's class -> module)."""
+    return {dotted.replace(".", "/") + ".py" for dotted in modules.values()}
 
 
 def module_facts(result: dict[str, Any], present: set[str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """The ``releases`` tier: one real LMCache release per tox env (``pip install --no-deps``).
 
-tox sets ``LMCACHE_RELEASE`` (and, for 0.3.0, which cannot be installed here, ``LMCACHE_ARTIFACT``
-to its sdist fetched from PyPI). Nothing here imports LMCache.
+tox sets ``LMCACHE_RELEASE`` to the env's name (``release-X``) and ``LMCACHE_ENV_TMP`` to its
+temp dir, where ``prepare.py`` fetched the sdist of a release that cannot be installed here
+(0.3.0). Nothing here imports LMCache.
 """
 
 from __future__ import annotations
@@ -21,8 +22,20 @@ from tests.behaviour import check_row_behaviour
 
 pytestmark = pytest.mark.release
 
-RELEASE = os.environ.get("LMCACHE_RELEASE", "")
-ARTIFACT = os.environ.get("LMCACHE_ARTIFACT", "")
+RELEASE = os.environ.get("LMCACHE_RELEASE", "").removeprefix("release-")
+
+
+def _artifact() -> str:
+    """The fetched sdist of a release that is not installed (0.3.0), else ``""``."""
+    if not RELEASE:
+        return ""
+    artifact = load_matrix().row(RELEASE).artifact
+    if not artifact.endswith(".tar.gz"):
+        return ""
+    return str(Path(os.environ["LMCACHE_ENV_TMP"]) / artifact)
+
+
+ARTIFACT = _artifact()
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +58,7 @@ def test_scan_equals_the_shipped_row(row) -> None:  # type: ignore[no-untyped-de
         "properties",
         "details",
         "missing_classes",
+        "modules",
     )
     for key in keys:
         assert data[key] == expected[key], key
@@ -87,3 +101,60 @@ def test_doctor_reports_this_release(row) -> None:  # type: ignore[no-untyped-de
     if not ARTIFACT:  # what doctor expects from the version is what the release has
         expected = {c["capability"]: c["expected"] == "yes" for c in report["capabilities"]}
         assert expected == dict(row.capabilities)
+
+
+#: The modules that define a second, unrelated LMCacheEngine (the v0 engine) beside the known
+#: path, in the releases where a search by name alone cannot choose (0.3.0 ... 0.3.10.post2).
+V0_ENGINE = "lmcache.cache_engine"
+
+
+def test_a_scan_that_knows_no_path_finds_every_class_by_name(row) -> None:  # type: ignore[no-untyped-def]
+    """Day one: with every known module path replaced by one no release has, the scan finds
+    each class by name and reports the same capabilities and modules as the shipped row, or,
+    where two modules define a matching class (the v0 engine beside the v1 one), refuses and
+    names both."""
+    import dataclasses
+
+    from lmcache_compat import locations as loc
+    from lmcache_compat.errors import AmbiguousLocationError
+    from lmcache_compat.scanner import scan_tree
+    from lmcache_compat.sources import open_source
+
+    blind = tuple(
+        dataclasses.replace(p, modules=(f"{p.package}.nowhere",)) for p in loc.LMCACHE_SCANNED
+    )
+    with open_source(_target()) as tree:
+        try:
+            result = scan_tree(tree, blind)
+        except AmbiguousLocationError as exc:
+            assert V0_ENGINE in str(exc) and row.modules["LMCacheEngine"] in str(exc)
+            assert V0_ENGINE.replace(".", "/") + ".py" in set(tree.python_files()), (
+                "only the v0 engine module makes a search ambiguous"
+            )
+            return
+    assert result.capabilities == dict(row.capabilities)
+    assert result.modules == dict(row.modules)
+    assert set(result.found_by.values()) == {"search"}
+
+
+def test_the_connector_finds_its_engine_class_where_the_release_put_it(row) -> None:  # type: ignore[no-untyped-def]
+    """What ``LMCacheCompatConnector`` and ``doctor`` do at run time, without importing LMCache:
+    the installed files say where ``LMCacheConnectorV1Impl`` lives."""
+    if ARTIFACT:  # 0.3.0 cannot be installed here: the error says so, in one line
+        from lmcache_compat import locations as loc
+        from lmcache_compat.errors import UpstreamNotFoundError
+        from lmcache_compat.resolve import clear_find_cache, where
+
+        clear_find_cache()
+        with pytest.raises(UpstreamNotFoundError, match="lmcache is not installed"):
+            where(loc.CONNECTOR_IMPL)
+        return
+    code = (
+        "import sys; from lmcache_compat import locations as loc; "
+        "from lmcache_compat.resolve import where; print(where(loc.CONNECTOR_IMPL)[0]); "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('lmcache', 'torch', 'vllm')]; "
+        "sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == row.modules["LMCacheConnectorV1Impl"]
