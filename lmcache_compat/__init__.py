@@ -1,36 +1,52 @@
 """lmcache-compat: one stable API over every LMCache release.
 
-``import lmcache_compat`` never imports torch, vLLM or LMCache; integrations import them lazily.
+``import lmcache_compat`` never imports torch, vLLM or LMCache, and imports nothing of its own
+until a name is used (PEP 562): the command line pays only for the command it runs.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from lmcache_compat.adapter import ConnectorAdapter
-from lmcache_compat.catalog import CATALOG, Capability, CapabilitySpec
-from lmcache_compat.errors import (
-    LMCacheCompatError,
-    LMCacheVersionError,
-    MalformedResultError,
-    MissingCapabilityError,
-    NotAnEngineError,
-    UnsupportedArgumentError,
-)
-from lmcache_compat.probe import Capabilities, clear_probe_cache, probe
-from lmcache_compat.versions import installed_lmcache_version, parse_version
-
-if TYPE_CHECKING:  # imported on first use (PEP 562) to keep `import lmcache_compat` cheap
+if TYPE_CHECKING:
+    from lmcache_compat.adapter import ConnectorAdapter
+    from lmcache_compat.catalog import CATALOG, Capability, CapabilitySpec
     from lmcache_compat.engine import EngineAdapter, get_or_create_engine
+    from lmcache_compat.errors import (
+        LMCacheCompatError,
+        LMCacheVersionError,
+        MalformedResultError,
+        MissingCapabilityError,
+        NotAnEngineError,
+        UnsupportedArgumentError,
+    )
     from lmcache_compat.mp import MPSchedulerAdapter, MPWorkerAdapter
     from lmcache_compat.mp_calls import MPConfig
+    from lmcache_compat.probes import Capabilities, clear_probe_cache, probe
+    from lmcache_compat.versions import installed_lmcache_version, parse_version
 
+#: Public name -> the module that defines it (imported on first use).
 _LAZY = {
+    "CATALOG": "lmcache_compat.catalog",
+    "Capability": "lmcache_compat.catalog",
+    "CapabilitySpec": "lmcache_compat.catalog",
+    "Capabilities": "lmcache_compat.probes",
+    "clear_probe_cache": "lmcache_compat.probes",
+    "probe": "lmcache_compat.probes",
+    "ConnectorAdapter": "lmcache_compat.adapter",
     "EngineAdapter": "lmcache_compat.engine",
     "get_or_create_engine": "lmcache_compat.engine",
     "MPConfig": "lmcache_compat.mp_calls",
     "MPSchedulerAdapter": "lmcache_compat.mp",
     "MPWorkerAdapter": "lmcache_compat.mp",
+    "LMCacheCompatError": "lmcache_compat.errors",
+    "LMCacheVersionError": "lmcache_compat.errors",
+    "MalformedResultError": "lmcache_compat.errors",
+    "MissingCapabilityError": "lmcache_compat.errors",
+    "NotAnEngineError": "lmcache_compat.errors",
+    "UnsupportedArgumentError": "lmcache_compat.errors",
+    "installed_lmcache_version": "lmcache_compat.versions",
+    "parse_version": "lmcache_compat.versions",
 }
 
 

@@ -29,8 +29,8 @@ from lmcache_compat.errors import (
     MissingCapabilityError,
     NotAnEngineError,
 )
-from lmcache_compat.probe import Capabilities, ClassFacts, facts_for_class, probe_target
-from lmcache_compat.versions import installed_distribution_version
+from lmcache_compat.probes import Capabilities, ClassFacts, facts_for_class, probe_target
+from lmcache_compat.versions import version_or_none
 
 __all__ = ["BoundAdapter", "ConnectorAdapter", "first_release", "missing_error"]
 
@@ -231,7 +231,7 @@ class BoundAdapter:
             )
         target_cls = probe_target(target)
         facts = facts_for_class(target_cls)
-        version = installed_distribution_version("lmcache")
+        version = version_or_none("lmcache")
         missing_core = facts.missing_core(cls._ROLE)
         if missing_core:
             raise NotAnEngineError(

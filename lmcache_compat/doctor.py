@@ -14,7 +14,7 @@ from typing import Any
 
 from lmcache_compat import locations as loc
 from lmcache_compat.catalog import CATALOG
-from lmcache_compat.errors import LMCacheCompatError, LMCacheVersionError
+from lmcache_compat.errors import LMCacheCompatError, LMCacheVersionError, MetadataError
 from lmcache_compat.known_issues import CONNECTORS, USE_COMPAT, issue, matches, overall, verdict
 from lmcache_compat.versions import (
     expectation,
@@ -36,11 +36,11 @@ def doctor_report() -> dict[str, Any]:
     """Everything ``doctor`` knows, as one JSON-ready object. Imports neither LMCache nor vLLM."""
     from lmcache_compat import __version__
 
-    lmcache_raw = installed_distribution_version("lmcache")
     notes: list[str] = []
+    lmcache_raw = _version("lmcache", notes)
     try:
         lmcache = installed_lmcache_version()
-    except LMCacheVersionError as exc:
+    except (LMCacheVersionError, MetadataError) as exc:
         lmcache = None
         notes.append(f"{exc}; capability expectations are unknown.")
     if lmcache_raw is None:
@@ -48,7 +48,7 @@ def doctor_report() -> dict[str, Any]:
             "LMCache is not installed: the table shows when each capability appeared "
             "(pip install lmcache to use it)."
         )
-    vllm_raw = installed_distribution_version("vllm")
+    vllm_raw = _version("vllm", notes)
     matrix = _matrix_status(lmcache_raw, notes)
     scanned, modules, basis = _scan_installed(lmcache_raw, notes)
     capabilities = []
@@ -101,6 +101,14 @@ def doctor_report() -> dict[str, Any]:
         "issues": issues,
         "notes": notes + ([pair["reason"]] if pair["reason"] else []),
     }
+
+
+def _version(name: str, notes: list[str]) -> str | None:
+    try:
+        return installed_distribution_version(name)
+    except MetadataError as exc:
+        notes.append(f"{exc}: {name} is treated as not installed")
+        return None
 
 
 def _matrix_status(lmcache_raw: str | None, notes: list[str]) -> dict[str, Any] | None:

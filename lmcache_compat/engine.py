@@ -139,7 +139,7 @@ def get_or_create_engine(
     passed where the release takes them and, where it requires them (0.3.5 on) but none were
     given, single-process defaults are (correct for one rank only). ``builder=None`` finds
     ``LMCacheEngineBuilder`` in the installed LMCache (see :mod:`lmcache_compat.locations`)."""
-    from lmcache_compat.versions import installed_distribution_version
+    from lmcache_compat.versions import version_or_none
 
     if builder is None:
         from lmcache_compat import locations as loc
@@ -147,9 +147,7 @@ def get_or_create_engine(
 
         builder = find(loc.ENGINE_BUILDER)
     name = getattr(builder, "__qualname__", type(builder).__qualname__)
-    downgrades = Downgrades(
-        allow, f"{name}.get_or_create", installed_distribution_version("lmcache")
-    )
+    downgrades = Downgrades(allow, f"{name}.get_or_create", version_or_none("lmcache"))
     method = builder.get_or_create
     call = engine_get_or_create(method, facts_of(method), downgrades)
     return call(

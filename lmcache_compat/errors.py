@@ -14,6 +14,7 @@ __all__ = [
     "LMCacheCompatError",
     "LMCacheVersionError",
     "MalformedResultError",
+    "MetadataError",
     "MissingCapabilityError",
     "NotAnEngineError",
     "NotInMatrixError",
@@ -102,6 +103,10 @@ class UnsupportedArgumentError(LMCacheCompatError, TypeError):
 
 class LMCacheVersionError(LMCacheCompatError, ValueError):
     """A version string could not be parsed as a PEP 440 version."""
+
+
+class MetadataError(LMCacheCompatError):
+    """An installed distribution's metadata cannot be read (not UTF-8, unreadable...)."""
 
 
 class UnknownCapabilityError(LMCacheCompatError, ValueError):

@@ -31,7 +31,7 @@ from lmcache_compat.mp_calls import (
     mp_register_kv_caches,
     mp_submit,
 )
-from lmcache_compat.probe import facts_for_class
+from lmcache_compat.probes import facts_for_class
 from lmcache_compat.tokens import key_encoding, token_field
 
 __all__ = ["MPConfig", "MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
@@ -129,7 +129,7 @@ class _MPAdapter(BoundAdapter):
         :mod:`lmcache_compat.locations`; imported now). ``allow``: argument names whose
         downgrade is accepted (see :mod:`lmcache_compat.arguments`), or ``True`` for all.
         """
-        from lmcache_compat.versions import installed_distribution_version
+        from lmcache_compat.versions import version_or_none
 
         mod = _resolve_module(module, cls._PLACE)
         adapter_cls = vars(mod).get(cls._PLACE.name)
@@ -141,7 +141,7 @@ class _MPAdapter(BoundAdapter):
             context,
             parallel_strategy_cls=vars(mod).get(loc.PARALLEL_STRATEGY.name),
             allow=allow,
-            version=installed_distribution_version("lmcache"),
+            version=version_or_none("lmcache"),
         )
         return cls(adapter_cls(**kwargs), require=require, strict=strict, allow=allow)  # type: ignore[call-arg]
 

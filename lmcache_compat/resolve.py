@@ -93,8 +93,8 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
     for relpath in index.tree.python_files():
         if not any(_under(relpath, r) for r in roots):
             continue
-        data = index.tree.read(relpath)
-        if data is None or not pattern.search(data):
+        data = index.tree.read(relpath, limit=index.tree.meter.budgets.source_bytes)
+        if not data or not pattern.search(data):  # a file too big to parse is skipped
             continue
         module = index.module(relpath)
         if module is None:
@@ -167,9 +167,9 @@ def where(place: Place) -> tuple[str, str]:
 
 
 def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
-    from lmcache_compat.versions import installed_distribution_version
+    from lmcache_compat.versions import version_or_none
 
-    version = installed_distribution_version(place.package) or "unknown version"
+    version = version_or_none(place.package) or "unknown version"
     return UpstreamNotFoundError(
         f"{place.name} is not defined in the installed {place.package} ({version}, "
         f"{root / place.package}): not at its known paths ({', '.join(place.modules)}) nor "

@@ -25,7 +25,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import IO, cast
 
 from lmcache_compat.errors import (
@@ -112,9 +112,9 @@ def _check_member_name(archive: str, name: str) -> str:
     if "\x00" in name:
         raise UnreadableArchiveError(f"{archive}: unsafe member name {name!r} (NUL byte)")
     posix = name.replace("\\", "/")
-    if posix.startswith("/") or re.match(r"^[A-Za-z]:", posix):
+    if posix.startswith("/") or (len(posix) > 1 and posix[1] == ":" and posix[0].isalpha()):
         raise UnreadableArchiveError(f"{archive}: unsafe absolute member name {name!r}")
-    if ".." in PurePosixPath(posix).parts:
+    if ".." in posix.split("/"):
         raise UnreadableArchiveError(f"{archive}: unsafe member name {name!r} (contains '..')")
     return posix.rstrip("/")
 
@@ -191,11 +191,15 @@ class SourceTree:
         self.package = package
         self.meter = meter
 
-    def read(self, relpath: str) -> bytes | None:
-        """The file's bytes (``None``: no such file), counted against the scan's budgets."""
-        data = self._read(relpath)
+    def read(self, relpath: str, limit: int | None = None) -> bytes | None:
+        """The file's bytes (``None``: no such file), counted against the scan's budgets. With
+        ``limit``, a file longer than that is not returned: ``b""`` (the search by class name
+        skips what could never be parsed)."""
+        data = self._read(relpath, limit)
         if data is not None:
             self.meter.spend("total_bytes", len(data), f"{self.description}: {relpath}")
+            if limit is not None and len(data) > limit:
+                return b""
         return data
 
     def python_files(self) -> Iterator[str]:
@@ -206,7 +210,7 @@ class SourceTree:
                 raise over(self.description, "files", limit, "too many Python files listed")
             yield name
 
-    def _read(self, relpath: str) -> bytes | None:  # pragma: no cover - abstract
+    def _read(self, relpath: str, limit: int | None) -> bytes | None:  # pragma: no cover
         raise NotImplementedError
 
     def _python_files(self) -> Iterator[str]:  # pragma: no cover - abstract
@@ -229,7 +233,7 @@ class _MemoryTree(SourceTree):
         super().__init__(*args)  # type: ignore[arg-type]
         self._files = files
 
-    def _read(self, relpath: str) -> bytes | None:
+    def _read(self, relpath: str, limit: int | None) -> bytes | None:
         return self._files.get(relpath)
 
     def _python_files(self) -> Iterator[str]:
@@ -246,13 +250,17 @@ class _ZipTree(SourceTree):
         self._zf = zf
         self._members = members
 
-    def _read(self, relpath: str) -> bytes | None:
+    def _read(self, relpath: str, limit: int | None) -> bytes | None:
         info = self._members.get(relpath)
         if info is None:
             return None
         where = f"{self.description}!{relpath}"
+        if limit is not None and info.file_size > limit:
+            return b""  # declared too big to parse: not even opened
         try:
             with self._zf.open(info) as fh:
+                if limit is not None:
+                    return fh.read(limit + 1)
                 return _read_capped(fh, self.meter.budgets.member_bytes, where)
         except ScanError:
             raise
@@ -296,13 +304,17 @@ class _DirTree(SourceTree):
             return None
         return path
 
-    def _read(self, relpath: str) -> bytes | None:
+    def _read(self, relpath: str, limit: int | None) -> bytes | None:
         path = self._path(relpath)
         if path is None:
             return None
-        return read_regular_file(
-            path, self.meter.budgets.member_bytes, "member_bytes", f"{self.root}: {relpath}"
-        )
+        where = f"{self.root}: {relpath}"
+        if limit is not None:
+            try:
+                return read_regular_file(path, limit, "source_bytes", where)
+            except BudgetExceededError:
+                return b""  # too big to parse: a search skips it
+        return read_regular_file(path, self.meter.budgets.member_bytes, "member_bytes", where)
 
     def _python_files(self) -> Iterator[str]:
         top = self.root / self.package

@@ -1,7 +1,7 @@
 """The one rule that turns a class's surface into capabilities.
 
 A *surface* maps member names to :class:`~lmcache_compat.signatures.MethodFacts`. The live probe
-(:mod:`lmcache_compat.probe`) builds one from a class's ``__dict__`` entries, the static scanner
+(:mod:`lmcache_compat.probes`) builds one from a class's ``__dict__`` entries, the static scanner
 (:mod:`lmcache_compat.scanner`) from ``ast`` without importing anything; both then ask
 :func:`satisfies`, so a release's capabilities mean the same thing whichever way they were found.
 """

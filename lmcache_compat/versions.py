@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Literal
 
-from lmcache_compat.errors import LMCacheVersionError
+from lmcache_compat.errors import LMCacheVersionError, MetadataError
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -20,6 +20,7 @@ __all__ = [
     "installed_distribution_version",
     "installed_lmcache_version",
     "parse_version",
+    "version_or_none",
 ]
 
 Expectation = Literal["yes", "no", "maybe", "unknown"]
@@ -46,6 +47,7 @@ def parse_version(text: object) -> Version:
 def installed_distribution_version(name: str) -> str | None:
     """The version string in ``name``'s installed metadata, ``None`` if it is not installed.
 
+    Raises :class:`MetadataError` (one line) when the metadata exists but cannot be read.
     Cached; call ``installed_distribution_version.cache_clear()`` after (un)installing in-process.
     """
     from importlib import metadata
@@ -53,6 +55,19 @@ def installed_distribution_version(name: str) -> str | None:
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
+        return None
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise MetadataError(
+            f"the installed {name}'s metadata cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def version_or_none(name: str) -> str | None:
+    """:func:`installed_distribution_version`, or ``None`` when the metadata cannot be read
+    (for messages, where "unknown" is the honest answer)."""
+    try:
+        return installed_distribution_version(name)
+    except MetadataError:
         return None
 
 

@@ -44,7 +44,7 @@ CORE = (
 @pytest.fixture
 def version(monkeypatch: pytest.MonkeyPatch) -> str:
     """Pretend LMCache 0.3.9 is installed (metadata only)."""
-    monkeypatch.setattr(adapter_mod, "installed_distribution_version", lambda name: "0.3.9")
+    monkeypatch.setattr(adapter_mod, "version_or_none", lambda name: "0.3.9")
     return "0.3.9"
 
 
@@ -263,7 +263,7 @@ def test_require_accepts_strings_and_a_single_name() -> None:
 
 
 def test_unknown_version_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(adapter_mod, "installed_distribution_version", lambda name: None)
+    monkeypatch.setattr(adapter_mod, "version_or_none", lambda name: None)
     with pytest.raises(MissingCapabilityError, match="installed LMCache version: unknown"):
         ConnectorAdapter(Fake_0_3_0(), require=["shutdown"])
 

@@ -15,7 +15,7 @@ from lmcache_compat.matrix import (
     load_matrix,
     render_markdown,
 )
-from lmcache_compat.probe import live_surface
+from lmcache_compat.probes import live_surface
 from lmcache_compat.surface import render_surface
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_wheel
 from tests.behaviour import check_row_behaviour

@@ -113,7 +113,7 @@ def test_extra_ranges_are_freed_one_call_each_before_0_5_7() -> None:
 def test_lookup_returns_what_the_release_returns() -> None:
     base: Any = fake_module(MATRIX.row(PACKED)).LMCacheMPSchedulerAdapter
 
-    class Sent(base):  # type: ignore[misc,valid-type]
+    class Sent(base):  # type: ignore[misc]
         def maybe_submit_lookup_request(  # noqa: PLR0917 - 0.5.7rc2's signature
             self,
             request_id: str,

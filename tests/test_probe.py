@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 
 from lmcache_compat import Capabilities, Capability, clear_probe_cache, probe
-from lmcache_compat.probe import live_surface
+from lmcache_compat.probes import live_surface
 from lmcache_compat.surface import render_surface
 from tests.fakes import CONNECTOR_CAPS, FAKES, Fake_0_3_0, Fake_0_3_9_post1, Fake_0_3_13, Fake_0_5_6
 

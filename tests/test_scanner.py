@@ -14,7 +14,7 @@ import pytest
 from lmcache_compat import sources
 from lmcache_compat.catalog import CONNECTOR_IMPL
 from lmcache_compat.cli import main
-from lmcache_compat.probe import live_surface, probe
+from lmcache_compat.probes import live_surface, probe
 from lmcache_compat.scanner import scan
 from lmcache_compat.signatures import from_json, render_params
 from tests.archives import (

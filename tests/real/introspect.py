@@ -16,7 +16,7 @@ import traceback
 from typing import Any
 
 from lmcache_compat import probe
-from lmcache_compat.probe import live_surface
+from lmcache_compat.probes import live_surface
 from lmcache_compat.scanner import scan
 from lmcache_compat.surface import render_surface
 
