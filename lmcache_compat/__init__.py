@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         UnsupportedArgumentError,
     )
     from lmcache_compat.mp import MPSchedulerAdapter, MPWorkerAdapter
-    from lmcache_compat.mp_calls import MPConfig
+    from lmcache_compat.mp_config import MPConfig
     from lmcache_compat.probes import Capabilities, clear_probe_cache, probe
     from lmcache_compat.versions import installed_lmcache_version, parse_version
 
@@ -36,7 +36,7 @@ _LAZY = {
     "ConnectorAdapter": "lmcache_compat.adapter",
     "EngineAdapter": "lmcache_compat.engine",
     "get_or_create_engine": "lmcache_compat.engine",
-    "MPConfig": "lmcache_compat.mp_calls",
+    "MPConfig": "lmcache_compat.mp_config",
     "MPSchedulerAdapter": "lmcache_compat.mp",
     "MPWorkerAdapter": "lmcache_compat.mp",
     "LMCacheCompatError": "lmcache_compat.errors",

@@ -263,10 +263,11 @@ def _vllm_connector_imports() -> list[str] | None:
     """The ``lmcache`` modules vLLM's installed ``lmcache_connector.py`` imports (any depth)."""
     import ast
 
+    from lmcache_compat.budgets import Meter
+    from lmcache_compat.classreader import parse_source
     from lmcache_compat.errors import ScanError
     from lmcache_compat.resolve import where
-    from lmcache_compat.scanner import parse_source
-    from lmcache_compat.sources import Meter, read_regular_file
+    from lmcache_compat.sources import read_regular_file
 
     try:
         dotted, _ = where(loc.VLLM_LMCACHE_CONNECTOR)

@@ -22,15 +22,14 @@ from lmcache_compat.arguments import Downgrades
 from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER, Capability, fallback_table
 from lmcache_compat.errors import NotAnEngineError
 from lmcache_compat.mp_calls import (
-    MPConfig,
     Pack,
     load_store_op_factory,
     mp_free_lookup_locks,
-    mp_init_call,
     mp_lookup,
     mp_register_kv_caches,
     mp_submit,
 )
+from lmcache_compat.mp_config import MPConfig, mp_init_call
 from lmcache_compat.probes import facts_for_class
 from lmcache_compat.tokens import key_encoding, token_field
 

@@ -27,7 +27,7 @@ from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNot
 from lmcache_compat.locations import Place, module_file
 
 if TYPE_CHECKING:
-    from lmcache_compat.scanner import ClassReader, Index, Module
+    from lmcache_compat.classreader import ClassReader, Index, Module
 
 __all__ = ["clear_find_cache", "find", "identifying_members", "locate_all", "where"]
 
@@ -138,8 +138,9 @@ def _package_root(package: str) -> Path | None:
 def where(place: Place) -> tuple[str, str]:
     """``(dotted module, "known" | "search")`` of ``place`` in the importable package, read
     from its files (nothing imported). Cached; :func:`clear_find_cache` forgets."""
-    from lmcache_compat.scanner import ClassReader, Index
-    from lmcache_compat.sources import Meter, directory_tree
+    from lmcache_compat.budgets import Meter
+    from lmcache_compat.classreader import ClassReader, Index
+    from lmcache_compat.sources import directory_tree
 
     root = _package_root(place.package)
     if root is None:

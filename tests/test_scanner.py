@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat import sources
+from lmcache_compat import budgets as sources
 from lmcache_compat.catalog import CONNECTOR_IMPL
 from lmcache_compat.cli import main
 from lmcache_compat.probes import live_surface, probe
