@@ -27,8 +27,9 @@ class Argument:
     """One row of the argument table."""
 
     key: str
-    #: The name callers use (and pass to ``allow=``), as errors show it.
-    argument: str
+    #: The name callers use (and pass to ``allow=``); ``None``: the keyword of the row's
+    #: capability (so the name is written once, in the catalog). Read it as :attr:`argument`.
+    given_name: str | None
     member: str
     on_older: OnOlder
     #: What the table says, and why a refusal refuses.
@@ -36,6 +37,15 @@ class Argument:
     why: str = ""
     capability: Capability | None = None
     first: str | None = None
+
+    @property
+    def argument(self) -> str:
+        """The name callers use and pass to ``allow=``, as errors show it."""
+        if self.given_name is not None:
+            return self.given_name
+        keyword = self.capability.spec.keyword if self.capability is not None else None
+        assert keyword is not None, f"{self.key}: no name and no keyword capability"
+        return keyword
 
     @property
     def since(self) -> str:
@@ -100,10 +110,10 @@ class _Table:
 C = Capability
 ARG = _Table(
     (
-        Argument("server_urls", "server_urls", "LMCacheMPSchedulerAdapter.__init__", "map",
+        Argument("server_urls", None, "LMCacheMPSchedulerAdapter.__init__", "map",
                  "one URL is passed as the string server_url (never split into characters)",
                  capability=C.MP_MULTI_SERVER),
-        Argument("several_servers", "server_urls", "LMCacheMPSchedulerAdapter.__init__", "error",
+        Argument("several_servers", None, "LMCacheMPSchedulerAdapter.__init__", "error",
                  "several URLs: one server only; allow={'server_urls'} connects to the first",
                  "this release talks to one LMCache server", capability=C.MP_MULTI_SERVER),
         Argument("tp_size", "tp_size", _MP_INIT, "error",
@@ -113,7 +123,7 @@ ARG = _Table(
                  "timing only: the release uses its built-in behaviour", first="0.4.2"),
         Argument("heartbeat_interval", "heartbeat_interval", _MP_INIT, "drop",
                  "timing only: the release has no heartbeat", first="0.4.2"),
-        Argument("parallel_strategy", "parallel_strategy", _MP_INIT, "map",
+        Argument("parallel_strategy", None, _MP_INIT, "map",
                  "world_size/kv_rank are passed (with MLA: divided by tp_size, as vLLM did)",
                  capability=C.MP_PARALLEL_STRATEGY),
         Argument("pp_size", "pp_size", "ParallelStrategy", "error",
@@ -129,7 +139,7 @@ ARG = _Table(
         Argument("enable_kv_events", "enable_kv_events", "LMCacheMPWorkerAdapter.__init__",
                  "drop", "events are unavailable; get_kv_events() returns []",
                  capability=C.MP_KV_EVENTS),
-        Argument("required_chunk_alignment", "required_chunk_alignment", _MP_INIT, "error",
+        Argument("required_chunk_alignment", None, _MP_INIT, "error",
                  "only when given: the server's chunk size would not be negotiated",
                  "the server's chunk size would not be negotiated against the alignment",
                  capability=C.MP_CHUNK_ALIGNMENT),
@@ -139,34 +149,34 @@ ARG = _Table(
         Argument("packed_token_ids", "token_ids", f"{_LOOKUP}, free_lookup_locks, LoadStoreOp",
                  "map", "packed with the release's own pack_token_ids where it takes bytes; "
                  "a list of ints before", capability=C.MP_PACKED_TOKEN_IDS),
-        Argument("cache_salt", "cache_salt", _MP_CALLS, "error",
+        Argument("cache_salt", None, _MP_CALLS, "error",
                  "only when non-empty: dropping it would mix tenants' caches",
                  "dropping it would mix tenants' caches", capability=C.MP_CACHE_SALT),
-        Argument("request_configs", "request_configs", _MP_CALLS, "error",
+        Argument("request_configs", None, _MP_CALLS, "error",
                  "only when non-empty: the per-request configuration would be ignored",
                  "the configuration would be ignored", capability=C.MP_REQUEST_CONFIGS),
-        Argument("reserve_last_token", "reserve_last_token", _LOOKUP, "emulate",
+        Argument("reserve_last_token", None, _LOOKUP, "emulate",
                  "token_ids[:-1] is looked up: the same aligned range",
                  capability=C.MP_RESERVE_LAST_TOKEN),
-        Argument("reserve_by_hashes", "reserve_last_token", _LOOKUP, "error",
+        Argument("reserve_by_hashes", C.MP_RESERVE_LAST_TOKEN.spec.keyword, _LOOKUP, "error",
                  "0.3.13 (block-hash lookups): cannot leave out the last token",
                  "block-hash lookups cannot leave out the last token",
                  capability=C.MP_LOOKUP_BY_TOKEN_IDS),
-        Argument("start", "start", _LOOKUP, "error",
+        Argument("start", None, _LOOKUP, "error",
                  "only when start > 0: the chunks below start would be locked and prefetched "
                  "too, and their read locks held until the server's TTL",
                  "the chunks below start would be locked until the server's TTL (free them "
                  "with free_lookup_locks(token_ids, 0, start, request_id))",
                  capability=C.MP_LOOKUP_START),
-        Argument("extra_ranges", "extra_ranges", "LMCacheMPSchedulerAdapter.free_lookup_locks",
+        Argument("extra_ranges", None, "LMCacheMPSchedulerAdapter.free_lookup_locks",
                  "emulate", "one free_lookup_locks call per extra range: the same locks freed",
                  capability=C.MP_FREE_EXTRA_RANGES),
-        Argument("engine_group_infos", "engine_group_infos",
+        Argument("engine_group_infos", None,
                  "LMCacheMPWorkerAdapter.register_kv_caches", "error",
                  "only with more than one KV cache group; one group is dropped",
                  "this release handles one KV cache group only",
                  capability=C.MP_ENGINE_GROUP_INFOS),
-        Argument("layout_hints", "layout_hints", "LMCacheMPWorkerAdapter.register_kv_caches",
+        Argument("layout_hints", None, "LMCacheMPWorkerAdapter.register_kv_caches",
                  "drop", "hints only: the release infers the layout",
                  capability=C.MP_LAYOUT_HINTS),
         Argument("skip_first_n_tokens", "skip_first_n_tokens", "LoadStoreOp", "error",
@@ -176,15 +186,16 @@ ARG = _Table(
                  "one KV cache group: flat list[int] <-> [[...]]; several groups: error",
                  "this release has one KV cache group only",
                  capability=C.MP_ENGINE_GROUP_INFOS),
-        Argument("lookup_id", "lookup_id", "LMCacheEngine.lookup", "map",
+        Argument("lookup_id", None, "LMCacheEngine.lookup", "map",
                  "passed as request_id= on 0.3.3; dropped before when pin=False",
                  capability=C.ENGINE_LOOKUP_ID),
-        Argument("pinned_lookup", "lookup_id", "LMCacheEngine.lookup(pin=True)", "error",
+        Argument("pinned_lookup", C.ENGINE_LOOKUP_ID.spec.keyword,
+                 "LMCacheEngine.lookup(pin=True)", "error",
                  "before 0.3.3 a lookup cannot be pinned by id",
                  "a pinned lookup could never be unpinned", first="0.3.3"),
-        Argument("engine_request_configs", "request_configs", "LMCacheEngine.lookup/prefetch",
+        Argument("engine_request_configs", None, "LMCacheEngine.lookup/prefetch",
                  "error", "only when non-empty", "the configuration would be ignored",
-                 first="0.3.4"),
+                 capability=C.ENGINE_REQUEST_CONFIGS),
         Argument("unpin", "unpin", "LMCacheEngine.lookup_unpin", "map",
                  "lookup_unpin([id]) on 0.3.3-0.3.7; a no-op before 0.3.3 (nothing is pinned "
                  "by id)", capability=C.ENGINE_SINGLE_UNPIN),

@@ -93,6 +93,7 @@ class Capability(str, enum.Enum):
     MP_CHUNK_ALIGNMENT = "mp_chunk_alignment"
     # LMCacheEngine (lmcache/v1/cache_engine.py), used directly by SGLang-style integrations
     ENGINE_LOOKUP_ID = "engine_lookup_id"
+    ENGINE_REQUEST_CONFIGS = "engine_request_configs"
     ENGINE_HEALTH = "engine_health"
     ENGINE_ASYNC_PREFETCH = "engine_async_prefetch"
     ENGINE_SINGLE_UNPIN = "engine_single_unpin"
@@ -516,6 +517,17 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         "lookup_id is passed as request_id (0.3.3) or, unpinned, dropped (0.3.0-0.3.2)",
         "lookups cannot be tied to an id before 0.3.3",
         keyword="lookup_id",
+    ),
+    CapabilitySpec(
+        Capability.ENGINE_REQUEST_CONFIGS,
+        ENGINE,
+        "lookup",
+        ("tokens",),
+        "0.3.4",
+        None,
+        "non-empty request_configs raise UnsupportedArgumentError",
+        "no per-request LMCache configuration on engine lookups",
+        keyword="request_configs",
     ),
     CapabilitySpec(
         Capability.ENGINE_HEALTH,

@@ -24,12 +24,7 @@ from lmcache_compat.versions import (
 
 __all__ = ["doctor_report", "format_doctor"]
 
-_EXPECTATION_WORDS = {
-    "yes": "yes",
-    "no": "NO",
-    "maybe": "maybe (pre-release of the first release that has it)",
-    "unknown": "unknown (LMCache version unknown)",
-}
+_EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
 
 
 def doctor_report() -> dict[str, Any]:
@@ -350,7 +345,7 @@ def _engine_sources(
                 lm = None
             if lm is not None:
                 row = issue("native-copy-range")
-                entry["imports_with_installed_lmcache"] = not matches(lm, row.lmcache)
+                entry["imports_with_installed_lmcache"] = not matches(lm, row.lmcache_specifiers)
         out.append(entry)
     return out
 
@@ -371,7 +366,7 @@ def format_doctor(report: dict[str, Any]) -> str:
         f"  LMCache         {lm or 'not installed'}{extra}",
         f"  vLLM            {report['vllm'] or 'not installed'}",
     ]
-    native_words = " (does NOT import with this LMCache: needs 0.3.9 ... 0.3.12)"
+    native_words = f" (does NOT import with this LMCache: {issue('native-copy-range').problem})"
     for src in report["engine_sources"]:
         state = "found" if src["present"] else "NOT found"
         detail = ""
@@ -395,11 +390,7 @@ def format_doctor(report: dict[str, Any]) -> str:
     rows = [header]
     for cap in report["capabilities"]:
         have = cap["present"] if scanned else cap["expected"] == "yes"
-        shown = (
-            ("yes" if have else "NO")
-            if scanned
-            else _EXPECTATION_WORDS[cap["expected"]].split(" (")[0]
-        )
+        shown = ("yes" if have else "NO") if scanned else _EXPECTATION_WORDS[cap["expected"]]
         tail = "-" if have else cap["impact"]
         if "note" in cap:
             tail += f" [note: {cap['note']}]"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from lmcache_compat.arguments import ARG, Downgrades
+from lmcache_compat.catalog import Capability as C
 from lmcache_compat.signatures import MethodFacts
 
 __all__ = [
@@ -22,26 +23,24 @@ __all__ = [
 ]
 
 
+#: The keywords releases gained (each row's name is its capability's keyword).
+LOOKUP_ID = ARG.lookup_id.argument  # Capability.ENGINE_LOOKUP_ID (0.3.4)
+CONFIGS = ARG.engine_request_configs.argument  # Capability.ENGINE_REQUEST_CONFIGS (0.3.4)
+#: 0.3.3 pinned lookups by ``request_id=`` (ARG.lookup_id maps it there).
+OLD_ID = "request_id"
+#: 0.3.6 on, ``lookup``'s parameters in this order (defaults None): passed straight through.
+_NEWEST = ["tokens", "hashes", "offsets", "search_range", LOOKUP_ID, "pin", CONFIGS]
+
+
 def engine_lookup(
     method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades
 ) -> Callable[..., Any]:
     """``lookup(tokens, *, lookup_id=None, pin=False, request_configs=None, **kwargs)``."""
     names = set(facts.names)
     # 0.3.4: lookup_id=; 0.3.3: request_id=; 0.3.0-0.3.2: no id at all
-    id_name = (
-        "lookup_id" if "lookup_id" in names else "request_id" if "request_id" in names else None
-    )
-    takes_configs = "request_configs" in names  # 0.3.4
-    order = list(facts.names)
-    if order[:7] == [
-        "tokens",
-        "hashes",
-        "offsets",
-        "search_range",
-        "lookup_id",
-        "pin",
-        "request_configs",
-    ]:
+    id_name = LOOKUP_ID if LOOKUP_ID in names else OLD_ID if OLD_ID in names else None
+    takes_configs = CONFIGS in names
+    if list(facts.names)[:7] == _NEWEST:
         # 0.3.6 on: everything in this order, defaults None: pass straight through
         def lookup_newest(
             tokens: Any,
@@ -76,7 +75,7 @@ def engine_lookup(
             kwargs["pin"] = True
         if request_configs:
             if takes_configs:
-                kwargs["request_configs"] = request_configs
+                kwargs[CONFIGS] = request_configs
             else:
                 downgrades.refuse(ARG.engine_request_configs)
         return method(tokens, **kwargs)
@@ -95,8 +94,8 @@ def engine_unpin(
             """Before 0.3.3 nothing is pinned by id."""
 
         return unpin_nothing
-    names = set(facts.names)
-    if "lookup_id" in names:  # 0.3.9: one id
+    # ARG.unpin (Capability.ENGINE_SINGLE_UNPIN): one id from 0.3.9, a list before
+    if C.ENGINE_SINGLE_UNPIN.spec.keyword in facts.names:
         return method
     target = method
 
@@ -114,7 +113,7 @@ def engine_prefetch(
 ) -> Callable[..., Any] | None:
     """``prefetch(tokens, *, lookup_id, **kwargs)``: ``async_lookup_and_prefetch`` from 0.3.6,
     the synchronous ``prefetch(tokens, mask)`` of 0.3.0-0.3.5 before."""
-    if async_method is not None:
+    if async_method is not None:  # ARG.prefetch (Capability.ENGINE_ASYNC_PREFETCH): 0.3.6
         target = async_method
 
         def prefetch_async(tokens: Any, *, lookup_id: str, **kwargs: Any) -> Any:
@@ -124,7 +123,7 @@ def engine_prefetch(
     if sync_method is None or sync_facts is None:
         return None
     names = set(sync_facts.names)
-    takes_configs = "request_configs" in names  # 0.3.4
+    takes_configs = CONFIGS in names
     old = sync_method
 
     def prefetch_sync(
@@ -136,7 +135,7 @@ def engine_prefetch(
     ) -> Any:
         if request_configs:
             if takes_configs:
-                kwargs["request_configs"] = request_configs
+                kwargs[CONFIGS] = request_configs
             else:
                 downgrades.refuse(ARG.engine_request_configs)
         return old(tokens, **kwargs)
@@ -199,7 +198,7 @@ def engine_get_or_create(
         broadcast_object_fn: Callable[[Any, int], Any] | None = None,
         **kwargs: Any,
     ) -> Any:
-        if takes:
+        if takes:  # ARG.broadcast_required: single-process defaults where required (0.3.5)
             if broadcast_fn is not None or required:
                 kwargs["broadcast_fn"] = broadcast_fn or _no_broadcast
             if broadcast_object_fn is not None or required:

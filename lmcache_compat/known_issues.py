@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from lmcache_compat.catalog import Capability
+from lmcache_compat.locations import VLLM_LMCACHE_CONNECTOR
+
 if TYPE_CHECKING:
     from packaging.version import Version
 
@@ -26,8 +29,8 @@ Connector = Literal["vllm", "vllm-native", "vllm-mp", "any", "compat"]
 
 #: How each connector key is shown.
 CONNECTORS: dict[str, str] = {
-    "vllm": "LMCacheConnectorV1",
-    "vllm-native": "LMCacheConnectorV1 (use_native=True)",
+    "vllm": VLLM_LMCACHE_CONNECTOR.name,
+    "vllm-native": f"{VLLM_LMCACHE_CONNECTOR.name} (use_native=True)",
     "vllm-mp": "LMCacheMPConnector",
     "any": "any connector",
     "compat": "LMCacheCompatConnector",
@@ -35,11 +38,34 @@ CONNECTORS: dict[str, str] = {
 
 
 @dataclass(frozen=True)
+class Lacks:
+    """The LMCache releases that lack a capability, read from the shipped matrix (a ``scanned``
+    row's range: never written down a second time)."""
+
+    capability: Capability
+
+    def specifiers(self) -> tuple[str, ...]:
+        from lmcache_compat.matrix import load_matrix
+
+        since = load_matrix().since(self.capability)
+        return (f"<{since}",) if since else ()
+
+    def upgrade(self) -> str:
+        from lmcache_compat.matrix import load_matrix
+
+        return f"upgrade LMCache to >= {load_matrix().since(self.capability)}"
+
+
+#: In ``fixes``: "upgrade LMCache to the first release with the capability" (from the matrix).
+UPGRADE = "<upgrade>"
+
+
+@dataclass(frozen=True)
 class KnownIssue:
     key: str
     #: Specifier sets (``">=0.13.0"``); the row applies when any of them matches. ``()``: all.
     vllm: tuple[str, ...]
-    lmcache: tuple[str, ...]
+    lmcache: tuple[str, ...] | Lacks
     connector: Connector
     severity: Severity
     problem: str
@@ -49,8 +75,17 @@ class KnownIssue:
     source: Literal["verified", "scanned", "reference"]
 
     @property
+    def lmcache_specifiers(self) -> tuple[str, ...]:
+        return self.lmcache.specifiers() if isinstance(self.lmcache, Lacks) else self.lmcache
+
+    @property
+    def fix_texts(self) -> tuple[str, ...]:
+        upgrade = self.lmcache.upgrade() if isinstance(self.lmcache, Lacks) else UPGRADE
+        return tuple(upgrade if f == UPGRADE else f for f in self.fixes)
+
+    @property
     def fix(self) -> str:
-        return ", or ".join(self.fixes)
+        return ", or ".join(self.fix_texts)
 
     @property
     def default_connector(self) -> bool:
@@ -76,12 +111,12 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     KnownIssue(
         "unguarded-get-finished",
         ALL,
-        ("==0.3.0",),
+        Lacks(Capability.GET_FINISHED),
         "vllm",
         "broken",
-        "vLLM calls get_finished/request_finished unguarded; LMCache 0.3.0 has neither "
+        "vLLM calls get_finished/request_finished unguarded; this LMCache has neither "
         "(AttributeError)",
-        ("upgrade LMCache to >= 0.3.1", USE_COMPAT),
+        (UPGRADE, USE_COMPAT),
         "scanned",
     ),
     KnownIssue(
@@ -108,11 +143,11 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     KnownIssue(
         "unguarded-get-kv-events",
         (">=0.13.0",),
-        ("<=0.3.10.post1",),
+        Lacks(Capability.KV_EVENTS),
         "vllm",
         "broken",
         "vLLM calls get_kv_events() unguarded every step; this LMCache lacks it (AttributeError)",
-        ("upgrade LMCache to >= 0.3.10.post2", USE_COMPAT),
+        (UPGRADE, USE_COMPAT),
         "scanned",
     ),
     KnownIssue(
@@ -129,12 +164,12 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     KnownIssue(
         "no-load-error-reporting",
         (">=0.11.2",),
-        ("<=0.3.9",),
+        Lacks(Capability.LOAD_ERROR_REPORTING),
         "vllm",
         "degraded",
         "KV load failures cannot be detected: requests may compute on missing KV "
         "(no get_block_ids_with_load_errors)",
-        ("upgrade LMCache to >= 0.3.9.post1",),
+        (UPGRADE,),
         "scanned",
     ),
     KnownIssue(
@@ -199,11 +234,11 @@ def issue(key: str) -> KnownIssue:
 
 
 def applies(row: KnownIssue, vllm: Version, lmcache: Version) -> bool:
-    return matches(vllm, row.vllm) and matches(lmcache, row.lmcache)
+    return matches(vllm, row.vllm) and matches(lmcache, row.lmcache_specifiers)
 
 
 def issue_json(row: KnownIssue, compat_buildable: bool = True) -> dict[str, Any]:
-    fixes = [f for f in row.fixes if compat_buildable or not f.startswith(USE_COMPAT)]
+    fixes = [f for f in row.fix_texts if compat_buildable or not f.startswith(USE_COMPAT)]
     return {
         "key": row.key,
         "connector": CONNECTORS[row.connector],

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from lmcache_compat.arguments import ARG, Downgrades
+from lmcache_compat.catalog import Capability as C
 from lmcache_compat.errors import UnsupportedArgumentError
 from lmcache_compat.locations import PACK_TOKEN_IDS
 from lmcache_compat.signatures import MethodFacts, init_facts
@@ -34,6 +35,16 @@ __all__ = [
 
 Pack = Callable[[Sequence[int]], bytes]
 _BYTES = (bytes, bytearray, memoryview)
+
+
+# The keywords releases gained: each argument row takes its name from its capability's row.
+SALT = ARG.cache_salt.argument  # Capability.MP_CACHE_SALT (0.4.4)
+CONFIGS = ARG.request_configs.argument  # Capability.MP_REQUEST_CONFIGS (0.5.5)
+RESERVE = ARG.reserve_last_token.argument  # Capability.MP_RESERVE_LAST_TOKEN (0.5.6)
+START = ARG.start.argument  # Capability.MP_LOOKUP_START (0.5.7rc2)
+RANGES = ARG.extra_ranges.argument  # Capability.MP_FREE_EXTRA_RANGES (0.5.7rc2)
+GROUPS = ARG.engine_group_infos.argument  # Capability.MP_ENGINE_GROUP_INFOS (0.4.7)
+HINTS = ARG.layout_hints.argument  # Capability.MP_LAYOUT_HINTS (0.5.5)
 
 
 # --- tokens ---------------------------------------------------------------------------------------
@@ -54,7 +65,8 @@ def _token_form(facts: MethodFacts, position: int, where: str) -> Encoding:
 
 
 def _tokens_converter(encoding: Encoding, pack: Pack | None, where: str) -> Callable[[Any], Any]:
-    """The conversion applied to the caller's token ids for a parameter of ``encoding``."""
+    """The conversion applied to the caller's token ids for a parameter of ``encoding``
+    (``ARG.packed_token_ids``; Capability.MP_PACKED_TOKEN_IDS)."""
     if encoding == "packed":
         if pack is None:
             raise UnsupportedArgumentError(
@@ -104,10 +116,10 @@ def mp_lookup(
     convert = (
         _tokens_converter(encoding, pack, downgrades.where) if encoding != "block_hashes" else None
     )
-    takes_salt = "cache_salt" in names  # 0.4.4
-    takes_configs = "request_configs" in names  # 0.5.5
-    takes_reserve = "reserve_last_token" in names  # 0.5.6
-    takes_start = "start" in names  # 0.5.7rc2
+    takes_salt = SALT in names
+    takes_configs = CONFIGS in names
+    takes_reserve = RESERVE in names
+    takes_start = START in names
 
     def lookup(
         request_id: str,
@@ -125,33 +137,34 @@ def mp_lookup(
                 raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
             if reserve_last_token:
                 if takes_reserve:  # 0.5.6
-                    kwargs["reserve_last_token"] = True
+                    kwargs[RESERVE] = True
                 elif isinstance(token_ids, _BYTES):
                     raise TypeError("lookup(): reserve_last_token needs token ids, not bytes")
-                else:  # before 0.5.6: the same aligned range, from one token fewer
+                else:  # ARG.reserve_last_token before 0.5.6: the same range, one token fewer
                     token_ids = token_ids[:-1]
             kwargs[key] = convert(token_ids)
-        else:  # 0.3.13: keyed by vLLM's block hashes
+        else:  # ARG.token_ids (Capability.MP_LOOKUP_BY_TOKEN_IDS): 0.3.13 takes block hashes
             if block_hashes is None:
                 raise TypeError(
-                    "lookup(): LMCache 0.3.13 looks up by vLLM block hashes; pass block_hashes"
+                    "lookup(): this LMCache release looks up by vLLM block hashes (token ids "
+                    f"from {C.MP_LOOKUP_BY_TOKEN_IDS.since}); pass block_hashes"
                 )
             if reserve_last_token:
                 downgrades.refuse(ARG.reserve_by_hashes)
             kwargs[key] = block_hashes
         if cache_salt:
             if takes_salt:
-                kwargs["cache_salt"] = cache_salt
+                kwargs[SALT] = cache_salt
             else:
                 downgrades.refuse(ARG.cache_salt)
         if request_configs:
             if takes_configs:
-                kwargs["request_configs"] = request_configs
+                kwargs[CONFIGS] = request_configs
             else:
                 downgrades.refuse(ARG.request_configs)
         if start:
             if takes_start:
-                kwargs["start"] = start
+                kwargs[START] = start
             else:
                 downgrades.refuse(ARG.start)
         return method(request_id, **kwargs)
@@ -169,9 +182,9 @@ def mp_free_lookup_locks(
     request_configs=None, extra_ranges=())`` over the release's (0.4.1+) method."""
     names = set(facts.names)
     convert = _tokens_converter(_token_form(facts, 0, downgrades.where), pack, downgrades.where)
-    takes_salt = "cache_salt" in names  # 0.4.4
-    takes_configs = "request_configs" in names  # 0.5.5
-    takes_ranges = "extra_ranges" in names  # 0.5.7rc2
+    takes_salt = SALT in names
+    takes_configs = CONFIGS in names
+    takes_ranges = RANGES in names
 
     def free_lookup_locks(
         token_ids: Sequence[int] | bytes,
@@ -186,21 +199,21 @@ def mp_free_lookup_locks(
         kwargs: dict[str, Any] = {}
         if cache_salt:
             if takes_salt:
-                kwargs["cache_salt"] = cache_salt
+                kwargs[SALT] = cache_salt
             else:
                 downgrades.refuse(ARG.cache_salt)
         if request_configs:
             if takes_configs:
-                kwargs["request_configs"] = request_configs
+                kwargs[CONFIGS] = request_configs
             else:
                 downgrades.refuse(ARG.request_configs)
         key = convert(token_ids)
         ranges = tuple(extra_ranges)
         if ranges and takes_ranges:
-            kwargs["extra_ranges"] = ranges
+            kwargs[RANGES] = ranges
             ranges = ()
         result = method(key, start, end, request_id, **kwargs)
-        for lo, hi in ranges:  # before 0.5.7rc2: one call per range frees the same locks
+        for lo, hi in ranges:  # ARG.extra_ranges before 0.5.7rc2: one call per range
             method(key, lo, hi, request_id, **kwargs)
         return result
 
@@ -224,12 +237,13 @@ def mp_submit(
     request_configs=None)`` and the batched forms (``cache_salts``, ``request_configs_list``),
     every per-request sequence read exactly once."""
     names = set(facts.names)
-    salt_name = "cache_salts" if batched else "cache_salt"
-    configs_name = "request_configs_list" if batched else "request_configs"
+    # the batched forms take one value per request, under plural names
+    salt_name = "cache_salts" if batched else SALT
+    configs_name = "request_configs_list" if batched else CONFIGS
     takes_salt = salt_name in names  # 0.4.4
     takes_configs = configs_name in names  # 0.5.5
     order = list(facts.names)
-    if not batched and order[3:5] == ["cache_salt", "request_configs"]:
+    if not batched and order[3:5] == [SALT, CONFIGS]:
         # 0.5.5 on: pass straight through (cache_salt defaults to "" in every release)
         def submit_newest(
             request_id: str,
@@ -294,8 +308,8 @@ def mp_register_kv_caches(
 ) -> Callable[..., Any]:
     """``register_kv_caches(kv_caches, *, engine_group_infos=None, layout_hints=None)``."""
     names = set(facts.names)
-    takes_groups = "engine_group_infos" in names  # 0.4.7
-    takes_hints = "layout_hints" in names  # 0.5.5
+    takes_groups = GROUPS in names
+    takes_hints = HINTS in names
 
     def register_kv_caches(
         kv_caches: Any,
@@ -306,11 +320,11 @@ def mp_register_kv_caches(
         kwargs: dict[str, Any] = {}
         if engine_group_infos:
             if takes_groups:
-                kwargs["engine_group_infos"] = engine_group_infos
+                kwargs[GROUPS] = engine_group_infos
             elif len(engine_group_infos) > 1:
                 downgrades.refuse(ARG.engine_group_infos)
-        if layout_hints is not None and takes_hints:  # safe to drop before 0.5.5
-            kwargs["layout_hints"] = layout_hints
+        if layout_hints is not None and takes_hints:  # ARG.layout_hints: dropped before 0.5.5
+            kwargs[HINTS] = layout_hints
         return method(kv_caches, **kwargs)
 
     return register_kv_caches
@@ -376,7 +390,7 @@ def load_store_op_factory(
                 kwargs["end"] = len(token_ids) if end is None else end
         else:
             if block_hashes is None:
-                raise TypeError("make_load_store_op(): LMCache 0.3.13 needs block_hashes")
+                raise TypeError("make_load_store_op(): this LMCache release needs block_hashes")
             kwargs[field_name] = block_hashes
         if skip_first_n_tokens:
             if takes_skip:

@@ -19,6 +19,12 @@ from lmcache_compat.signatures import MethodFacts, init_facts
 
 __all__ = ["MPConfig", "build_parallel_strategy", "mp_init_call"]
 
+#: The constructor keywords releases gained (each row's name is its capability's keyword).
+SERVERS = ARG.server_urls.argument  # Capability.MP_MULTI_SERVER (0.5.0)
+STRATEGY = ARG.parallel_strategy.argument  # Capability.MP_PARALLEL_STRATEGY (0.4.4)
+ALIGNMENT = ARG.required_chunk_alignment.argument  # Capability.MP_CHUNK_ALIGNMENT (0.5.7rc2)
+EVENTS = ARG.enable_kv_events.argument  # the worker's switch for Capability.MP_KV_EVENTS (0.5.6)
+
 
 @dataclass(frozen=True)
 class MPConfig:
@@ -138,7 +144,7 @@ def build_parallel_strategy(ps_cls: type, config: MPConfig, downgrades: Downgrad
     unknown = {p.name for p in facts.params if facts.required(p.name) and p.name not in values}
     if unknown:
         raise UnsupportedArgumentError(
-            "parallel_strategy",
+            STRATEGY,
             f"{ps_cls.__qualname__} in LMCache {downgrades.version or 'unknown'} requires fields "
             f"{sorted(unknown)} that lmcache-compat does not know; please report this release",
         )
@@ -167,8 +173,8 @@ def mp_init_call(
     names = _names(facts)
     urls = config.urls
     kwargs: dict[str, Any] = {"context": context, "model_name": config.model_name}
-    if "server_urls" in names:  # 0.5.0 scheduler: a list, never a bare string
-        kwargs["server_urls"] = list(urls)
+    if SERVERS in names:  # 0.5.0 scheduler: a list, never a bare string
+        kwargs[SERVERS] = list(urls)
     else:
         # 0.5.0: the scheduler takes every server; each worker still takes one URL, its node's
         # (ParallelStrategy gained n_servers then). Before 0.5.0 there is one server.
@@ -179,27 +185,25 @@ def mp_init_call(
             downgrades.refuse(ARG.several_servers)
         kwargs["server_url"] = config.local_server_url() if worker and multi_server else urls[0]
     kwargs["vllm_block_size"] = config.block_size
-    if "parallel_strategy" in names:  # 0.4.4: a ParallelStrategy dataclass
+    if STRATEGY in names:  # 0.4.4: a ParallelStrategy dataclass
         if parallel_strategy_cls is None:
             raise UnsupportedArgumentError(
-                "parallel_strategy",
+                STRATEGY,
                 f"{cls.__qualname__} takes parallel_strategy but its module has no "
                 "ParallelStrategy class",
             )
-        kwargs["parallel_strategy"] = build_parallel_strategy(
-            parallel_strategy_cls, config, downgrades
-        )
+        kwargs[STRATEGY] = build_parallel_strategy(parallel_strategy_cls, config, downgrades)
     else:  # 0.3.13-0.4.2: plain world size and rank, MLA-adjusted as vLLM's connector did
         kwargs["world_size"] = config.kv_world_size
         kwargs["kv_rank"] = config.kv_rank
         if config.pp_size > 1:
             downgrades.refuse(ARG.pp_size)
-    if "world_size" in names and "parallel_strategy" in names:  # 0.4.4 passes both
+    if "world_size" in names and STRATEGY in names:  # 0.4.4 passes both
         kwargs["world_size"] = config.kv_world_size
         kwargs["kv_rank"] = config.kv_rank
     if "tp_size" in names:  # 0.4.1-0.4.4
         kwargs["tp_size"] = config.tp_size
-    elif "parallel_strategy" not in names and config.use_mla and config.tp_size > 1:
+    elif STRATEGY not in names and config.use_mla and config.tp_size > 1:
         downgrades.refuse(ARG.tp_size)
     for row in (ARG.mq_timeout, ARG.heartbeat_interval):  # 0.4.2; safe to drop before
         value = getattr(config, row.argument)
@@ -210,11 +214,11 @@ def mp_init_call(
             kwargs["extra_config"] = dict(config.extra_config)
         else:
             downgrades.refuse(ARG.extra_config)
-    if config.enable_kv_events and "enable_kv_events" in names:  # 0.5.6 worker; else dropped
-        kwargs["enable_kv_events"] = True
+    if config.enable_kv_events and EVENTS in names:  # ARG.enable_kv_events: 0.5.6; else dropped
+        kwargs[EVENTS] = True
     if config.required_chunk_alignment is not None:
-        if "required_chunk_alignment" in names:  # 0.5.7rc2: negotiated with the server
-            kwargs["required_chunk_alignment"] = config.required_chunk_alignment
+        if ALIGNMENT in names:  # 0.5.7rc2: negotiated with the server
+            kwargs[ALIGNMENT] = config.required_chunk_alignment
         else:
             downgrades.refuse(ARG.required_chunk_alignment)
     unknown = {p.name for p in facts.params if facts.required(p.name) and p.name not in kwargs}

@@ -120,7 +120,7 @@ def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCAN
         raise NotLMCacheError(
             f"{tree.description}: none of the modules that define "
             f"{', '.join(p.name for p in places)} exist, nor is any of them defined anywhere "
-            f"in its {tree.package}/ package (is this an LMCache release from 0.3.0 on?)"
+            f"in its {tree.package}/ package (is this an LMCache release?)"
         )
     return result
 

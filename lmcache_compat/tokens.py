@@ -10,8 +10,7 @@ name when it has none), never from a version number, so the next change is seen,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from lmcache_compat.signatures import annotation_words
 
@@ -82,14 +81,4 @@ def token_field(facts: MethodFacts) -> tuple[str, Encoding] | None:
         enc = encoding_of(p.name, None if p.annotation is p.empty else str(p.annotation))
         if enc is not None:
             return p.name, enc
-    return None
-
-
-def packer(encoding: Encoding | None, pack: Callable[[Sequence[int]], bytes] | None) -> Any:
-    """The conversion a call applies to the caller's token ids for a parameter of ``encoding``:
-    ``None`` (pass a ``list[int]``/sequence through) or ``pack`` (the release's own codec)."""
-    if encoding == "packed":
-        if pack is None:
-            raise LookupError("this release takes packed token ids but has no pack_token_ids")
-        return pack
     return None

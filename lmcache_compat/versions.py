@@ -39,7 +39,7 @@ def parse_version(text: object) -> Version:
         return Version(text.strip())
     except InvalidVersion:
         raise LMCacheVersionError(
-            f"{text!r} is not a PEP 440 version (expected e.g. '0.3.9.post1' or '0.5.6')"
+            f"{text!r} is not a PEP 440 version (expected e.g. '1.2.3', '1.2.3.post1', '1.2rc1')"
         ) from None
 
 

@@ -5,7 +5,7 @@ import pytest
 from lmcache_compat import CATALOG, Capability
 from lmcache_compat.catalog import spec_for
 
-ENGINE_NAMES = {
+CONNECTOR_NAMES = {
     "get_finished": "0.3.1",
     "request_finished": "0.3.1",
     "async_lookup": "0.3.6",
@@ -21,7 +21,7 @@ def test_engine_capabilities_have_the_public_names_and_first_releases() -> None:
     got = {
         row.capability.value: row.since for row in CATALOG if row.owner == "LMCacheConnectorV1Impl"
     }
-    assert got == ENGINE_NAMES
+    assert got == CONNECTOR_NAMES
 
 
 def test_capability_is_a_str_enum_with_since_and_docs() -> None:

@@ -48,9 +48,14 @@ def test_scanned_rows_agree_with_the_matrix() -> None:
     by_key = {row.key: row for row in KNOWN_ISSUES}
     assert [r.version for r in m.rows if not r.has("get_finished")] == ["0.3.0"]
     last_without_events = [r.version for r in m.rows if not r.has("kv_events")][-1]
-    assert by_key["unguarded-get-kv-events"].lmcache == (f"<={last_without_events}",)
+    assert by_key["unguarded-get-kv-events"].lmcache_specifiers == (f"<{m.since('kv_events')}",)
+    assert [r.version for r in m.rows if not r.has("kv_events")][-1] == last_without_events
     last_without_errors = [r.version for r in m.rows if not r.has("load_error_reporting")][-1]
-    assert by_key["no-load-error-reporting"].lmcache == (f"<={last_without_errors}",)
+    assert by_key["no-load-error-reporting"].lmcache_specifiers == (
+        f"<{m.since('load_error_reporting')}",
+    )
+    assert "upgrade LMCache to >= 0.3.9.post1" in by_key["no-load-error-reporting"].fix
+    assert last_without_errors == "0.3.9"
 
 
 def test_verified_rows_agree_with_the_shipped_import_facts() -> None:

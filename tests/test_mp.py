@@ -476,8 +476,34 @@ def test_argument_table_is_documented_in_the_readme() -> None:
         "README's argument table is stale: run python scripts/build_release_matrix.py "
         "--offline --readme"
     )
-    for spec in ARGUMENTS:
-        assert f"`{spec.argument}`" in readme, spec.argument
+
+
+MAPPERS = ("mp_calls", "mp_config", "engine_calls", "engine", "mp")
+
+
+def test_every_argument_row_is_used_and_every_refusal_names_a_row() -> None:
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parent.parent / "lmcache_compat"
+    sources = {m: package.joinpath(f"{m}.py").read_text() for m in MAPPERS}
+    unused = [
+        spec.key for spec in ARGUMENTS if not any(f"ARG.{spec.key}" in s for s in sources.values())
+    ]
+    assert unused == [], "argument rows no mapper reads"
+    for name, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "refuse"
+            ):
+                (arg,) = node.args
+                assert (
+                    isinstance(arg, ast.Attribute)
+                    and isinstance(arg.value, ast.Name)
+                    and arg.value.id == "ARG"
+                ), f"{name}.py:{node.lineno}: a refusal must name its ARG row"
 
 
 def _rows_with(cap: Capability) -> list[ReleaseRow]:
