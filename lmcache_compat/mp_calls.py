@@ -120,6 +120,13 @@ def mp_lookup(
     takes_configs = CONFIGS in names
     takes_reserve = RESERVE in names
     takes_start = START in names
+    order = list(facts.names)
+    if convert is not None and order[2:5] == [SALT, CONFIGS, RESERVE]:
+        # 0.5.6 on: every keyword, in this order (0.5.7rc2 appends start): passed straight
+        # through, positionally. Every release with cache_salt defaults it to "" (no salt).
+        return _lookup_positional(
+            method, encoding, pack, downgrades, with_start=order[5:6] == [START]
+        )
 
     def lookup(
         request_id: str,
@@ -170,6 +177,72 @@ def mp_lookup(
         return method(request_id, **kwargs)
 
     return lookup
+
+
+def _lookup_positional(
+    method: Callable[..., Any],
+    encoding: Encoding,
+    pack: Pack | None,
+    downgrades: Downgrades,
+    *,
+    with_start: bool,
+) -> Callable[..., Any]:
+    """The per-call path for releases that take every keyword positionally (0.5.6 on): one
+    type check, then the release's method. Token ids are packed with the release's codec
+    where it takes bytes (0.5.7rc2); bytes are refused where it takes a list."""
+    if encoding == "packed":
+        packer = pack
+        if packer is None:
+            _tokens_converter(encoding, pack, downgrades.where)  # raises: no codec
+            raise AssertionError("unreachable")
+
+        def lookup_packed(
+            request_id: str,
+            token_ids: Sequence[int] | bytes | None = None,
+            block_hashes: Sequence[Any] | None = None,
+            *,
+            cache_salt: str | None = None,
+            request_configs: Mapping[str, Any] | None = None,
+            reserve_last_token: bool = False,
+            start: int = 0,
+        ) -> Any:
+            if token_ids is None:
+                raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
+            packed = token_ids if type(token_ids) is bytes else packer(token_ids)
+            if with_start:
+                return method(
+                    request_id, packed, cache_salt or "", request_configs, reserve_last_token, start
+                )
+            if start:
+                downgrades.refuse(ARG.start)  # allowed: dropped
+            return method(request_id, packed, cache_salt or "", request_configs, reserve_last_token)
+
+        return lookup_packed
+
+    def lookup_ids(
+        request_id: str,
+        token_ids: Sequence[int] | bytes | None = None,
+        block_hashes: Sequence[Any] | None = None,
+        *,
+        cache_salt: str | None = None,
+        request_configs: Mapping[str, Any] | None = None,
+        reserve_last_token: bool = False,
+        start: int = 0,
+    ) -> Any:
+        if type(token_ids) is not list and (token_ids is None or isinstance(token_ids, _BYTES)):
+            raise TypeError(
+                "lookup(): this LMCache release takes token ids as a list of ints; pass the ids"
+            )
+        if start:
+            if with_start:
+                return method(
+                    request_id, token_ids, cache_salt or "", request_configs,
+                    reserve_last_token, start,
+                )  # fmt: skip
+            downgrades.refuse(ARG.start)  # allowed: dropped
+        return method(request_id, token_ids, cache_salt or "", request_configs, reserve_last_token)
+
+    return lookup_ids
 
 
 def mp_free_lookup_locks(
