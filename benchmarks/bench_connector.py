@@ -17,7 +17,7 @@ and ``events`` (4 store events per step, converted to ``BlockStored`` and collec
 How the connectors are built (documented bypass): both with ``object.__new__`` and vLLM's real
 ``KVConnectorBase_V1.__init__`` over a ``VllmConfig`` from ``harness.make_vllm_config``; then
 vLLM's connector gets the two fields its per-step methods read (``_lmcache_engine``,
-``_kv_cache_events``) and ours its ``_attach(engine)``, the very method its ``__init__`` ends
+``_kv_cache_events``) and ours its ``attach(engine)``, the very method its ``__init__`` ends
 with. Only the LMCache impl's construction is skipped: the engine is ``Engine`` below, a plain
 class with LMCache 0.5.6's ``LMCacheConnectorV1Impl`` method set whose methods do nothing.
 
@@ -129,7 +129,7 @@ def build(config: Any, engine: Engine) -> tuple[Any, Any]:
     theirs._kv_cache_events = None
     ours = object.__new__(LMCacheCompatConnector)
     KVConnectorBase_V1.__init__(ours, vllm_config=config, role=role, kv_cache_config=None)
-    ours._attach(engine)
+    ours.attach(engine)
     return ours, theirs
 
 

@@ -29,7 +29,14 @@ from lmcache_compat.locations import Place, module_file
 if TYPE_CHECKING:
     from lmcache_compat.classreader import ClassReader, Index, Module
 
-__all__ = ["clear_find_cache", "find", "identifying_members", "locate_all", "where"]
+__all__ = [
+    "clear_find_cache",
+    "find",
+    "identifying_members",
+    "locate_all",
+    "static_members",
+    "where",
+]
 
 Located = tuple["Module", ast.ClassDef, str]
 
@@ -180,6 +187,27 @@ def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
     )
 
 
+@functools.cache
+def static_members(place: Place) -> frozenset[str]:
+    """The member names of class ``place`` in the importable package (bases in the package
+    included), read from its files: nothing imported. Cached with :func:`where`."""
+    from lmcache_compat.budgets import Meter
+    from lmcache_compat.classreader import ClassReader, Index
+    from lmcache_compat.sources import directory_tree
+
+    dotted, _ = where(place)
+    root = _package_root(place.package)
+    assert root is not None  # where() found it
+    with directory_tree(root, place.package, Meter()) as tree:
+        index = Index(tree)
+        reader = ClassReader(index)
+        module = index.module_by_dotted(dotted)
+        hit = None if module is None else reader.resolve(module, place.name)
+        if hit is None:
+            raise _not_found(place, root)
+        return frozenset(reader.info(*hit).methods)
+
+
 def find(place: Place) -> Any:
     """The upstream class (or function) of ``place``: located statically, then only its
     defining module is imported. Errors importing that module propagate unchanged."""
@@ -198,3 +226,4 @@ def find(place: Place) -> Any:
 def clear_find_cache() -> None:
     """Forget where upstream symbols were found (after installing another release in-process)."""
     where.cache_clear()
+    static_members.cache_clear()

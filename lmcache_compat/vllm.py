@@ -11,16 +11,34 @@ leave out ``kv_connector_module_path``.
 
 What differs from vLLM's in-tree ``LMCacheConnectorV1``:
 
+* LMCache's ``LMCacheConnectorV1Impl`` is found where the installed release defines it (0.5.7rc2
+  moved it under ``lmcache.inprocess``; vLLM's connector, which imports it by path, fails there),
+  and only its module is imported;
 * every LMCache capability is decided once, at construction, by a
   :class:`~lmcache_compat.ConnectorAdapter` (no ``getattr``/``hasattr`` per step; the per-step
   methods are bound straight to the adapter's callables); a release without ``get_kv_events``
   yields no KV events instead of raising ``AttributeError`` each step;
-* everything about the running vLLM (whether the base ``__init__`` takes ``kv_cache_config``,
-  whether ``get_num_new_matched_tokens`` may answer ``None``, the fields of ``BlockStored`` and
-  ``BlockRemoved``) is read once from signatures and struct fields, not from version numbers;
+* everything about the running vLLM is read once from signatures and struct fields
+  (:mod:`lmcache_compat.vllm_facts`), not from version numbers;
 * ``shutdown()`` reaches the LMCache engine (vLLM's in-tree connector never forwards it);
-* LMCache's ``CacheRemoveEvent`` (0.5.x) becomes a ``BlockRemoved`` and byte hashes pass through;
+* releases before 0.3.12 (no ``register_kv_caches``) are handed the KV caches vLLM registers,
+  as later releases take them (their own discovery through the forward context fails on recent
+  vLLM);
+* sleep mode (vLLM 0.33): ``supports_sleep_mode`` answers from the installed release's files
+  (no LMCache release can release and restore its KV-cache registrations yet: refused up
+  front), and ``unregister_kv_caches`` / ``restore_kv_caches`` reach an engine that has them;
 * one warning at start-up names what the installed LMCache release lacks and what that costs.
+
+Drop-in for vLLM's own unit tests of its connector
+(``tests/v1/kv_connector/unit/test_lmcache_connector.py``, run against this class by
+``tests/vllm_unit``): the engine and the scheduler side's pending events keep vLLM's field
+names (``_lmcache_engine``, ``_kv_cache_events``); ``get_kv_connector_kv_cache_events``,
+``update_connector_output`` and ``take_events`` work on any object carrying those two fields;
+events are converted attribute by attribute whatever their class; and :meth:`attach` over an
+object that is not an LMCache impl (a bare ``MagicMock()``, a stub with two methods) binds what
+that object has, a missing core method raising :class:`~lmcache_compat.NotAnEngineError` when
+called. :class:`~lmcache_compat.ConnectorAdapter` itself stays strict, and so does construction
+by vLLM (``__init__``).
 
 Importing this module imports vLLM (the connector subclasses ``KVConnectorBase_V1``);
 ``import lmcache_compat`` never imports it.
@@ -28,41 +46,38 @@ Importing this module imports vLLM (the connector subclasses ``KVConnectorBase_V
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-import importlib
-import inspect
 import logging
 from collections.abc import Callable, Iterable
-from operator import attrgetter
 from typing import Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
 
 from lmcache_compat.adapter import ConnectorAdapter, first_release
-from lmcache_compat.catalog import Capability, CapabilitySpec
+from lmcache_compat.catalog import CONNECTOR_IMPL, Capability, CapabilitySpec
+from lmcache_compat.known_issues import issue
+from lmcache_compat.probes import live_surface
+from lmcache_compat.vllm_binding import (
+    PartialEngine,
+    engine_binding,
+    engine_has_sleep_hooks,
+    impl_class,
+    kv_events_of,
+)
+from lmcache_compat.vllm_events import (
+    CompatKVEvents,
+    EventConverter,
+    events_collector,
+    shared_converter,
+)
+from lmcache_compat.vllm_facts import VllmFacts, vllm_facts
 from lmcache_compat.vllm_plugin import CONNECTOR_NAME, register
-
-try:  # vLLM >= 0.13.0: connectors hand KV cache events to the scheduler
-    from vllm.distributed.kv_events import KVConnectorKVEvents as _EventsBase
-    from vllm.distributed.kv_events import KVEventAggregator as _Aggregator
-except ImportError:  # pragma: no cover - older vLLM: the connector event path does not exist
-    _EventsBase = object
-    _Aggregator = None
 
 __all__ = ["CONNECTOR_NAME", "CompatKVEvents", "LMCacheCompatConnector", "VllmFacts", "register"]
 
 logger = logging.getLogger(__name__)
 
-
-_LMCACHE_IMPL_MODULE = "lmcache.integration.vllm.vllm_v1_adapter"
-_NATIVE_IMPL_MODULE = (
-    "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration.vllm_v1_adapter"
-)
-_IMPL_CLASS = "LMCacheConnectorV1Impl"
-
 #: Absent capabilities worth a start-up warning, in catalog order. ``inference_info`` (unused
-#: here) and ``register_kv_caches`` (no loss: KV caches come from the forward context) are not.
+#: here) and ``register_kv_caches`` (handed over by this connector) are not.
 _WARN_WHEN_ABSENT = (
     Capability.GET_FINISHED,
     Capability.REQUEST_FINISHED,
@@ -81,309 +96,13 @@ _LAYERWISE_RESET: tuple[tuple[str, Callable[[], Any], bool], ...] = (
     ("layerwise_storers", list, False),
 )
 
-
-# --- what the running vLLM offers: read once ---------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class VllmFacts:
-    """What this connector needs to know about the running vLLM, read from its code once."""
-
-    #: ``KVConnectorBase_V1.__init__`` takes ``kv_cache_config`` (optional from 0.11.2,
-    #: required from 0.21.0).
-    base_takes_kv_cache_config: bool
-    #: ``get_num_new_matched_tokens`` may answer ``None`` ("ask again later", 0.10.2 on).
-    accepts_none_matched: bool
-    #: The connector KV-event path exists (``get_kv_connector_kv_cache_events``,
-    #: ``KVConnectorKVEvents``, ``KVEventAggregator``, ``BlockStored``: 0.13.0 on).
-    connector_events: bool
-    #: ``BlockStored`` / ``BlockRemoved`` classes and their ``(field, required)`` pairs.
-    block_stored: type | None
-    block_stored_fields: tuple[tuple[str, bool], ...]
-    block_removed: type | None
-    block_removed_fields: tuple[tuple[str, bool], ...]
-    #: ``BlockStored.block_hashes`` accepts ``bytes`` (``ExternalBlockHash = bytes | int``).
-    hashes_accept_bytes: bool
-    #: vLLM carries failed KV loads back to the scheduler
-    #: (``KVConnectorOutput.invalid_block_ids``: 0.11.2 on). Before it, nothing in vLLM calls
-    #: ``get_block_ids_with_load_errors`` and a block that failed to load is used as loaded.
-    load_failure_path: bool = True
+#: Where an engine without ``register_kv_caches`` (before 0.3.12) keeps the KV caches it
+#: otherwise discovers from the forward context on the first ``start_load_kv``.
+_KV_CACHES_ATTRIBUTE = "kv_caches"
 
 
-def _struct_fields(cls: type) -> tuple[tuple[str, bool], ...]:
-    """``(name, required)`` for each declared field of a msgspec Struct or a dataclass."""
-    if hasattr(cls, "__struct_fields__"):
-        structs: Any = importlib.import_module("msgspec.structs")
-        return tuple((f.name, bool(f.required)) for f in structs.fields(cls))
-    if dataclasses.is_dataclass(cls):
-        missing = dataclasses.MISSING
-        return tuple(
-            (f.name, f.default is missing and f.default_factory is missing)
-            for f in dataclasses.fields(cls)
-        )
-    raise TypeError(f"{cls!r} is neither a msgspec Struct nor a dataclass")
-
-
-def _field_type_text(cls: type, name: str) -> str:
-    if hasattr(cls, "__struct_fields__"):
-        structs: Any = importlib.import_module("msgspec.structs")
-        for f in structs.fields(cls):
-            if f.name == name:
-                return str(f.type)
-    return str(getattr(cls, "__annotations__", {}).get(name, ""))
-
-
-def _declares_field(module_name: str, class_name: str, field: str) -> bool:
-    """Whether ``module_name.class_name`` (a dataclass or annotated class) declares ``field``."""
-    try:
-        module: Any = importlib.import_module(module_name)
-    except ImportError:  # pragma: no cover - every vLLM v1 has the module
-        return False
-    cls = getattr(module, class_name, None)
-    return field in getattr(cls, "__dataclass_fields__", {}) or field in getattr(
-        cls, "__annotations__", {}
-    )
-
-
-def _annotation_allows_none(annotation: object) -> bool:
-    text = annotation if isinstance(annotation, str) else repr(annotation)
-    return "None" in text or "Optional" in text
-
-
-@functools.cache
-def vllm_facts() -> VllmFacts:
-    """Read the running vLLM's connector surface (cached: vLLM does not change in a process)."""
-    base_init = inspect.signature(KVConnectorBase_V1.__init__).parameters
-    matched = inspect.signature(KVConnectorBase_V1.get_num_new_matched_tokens)
-    stored: type | None = None
-    removed: type | None = None
-    try:
-        kv_events: Any = importlib.import_module("vllm.distributed.kv_events")
-        stored = getattr(kv_events, "BlockStored", None)
-        removed = getattr(kv_events, "BlockRemoved", None)
-    except ImportError:  # pragma: no cover - every vLLM v1 has the module
-        pass
-    stored_fields = _struct_fields(stored) if stored is not None else ()
-    removed_fields = _struct_fields(removed) if removed is not None else ()
-    return VllmFacts(
-        base_takes_kv_cache_config="kv_cache_config" in base_init,
-        accepts_none_matched=_annotation_allows_none(matched.return_annotation),
-        connector_events=(
-            _Aggregator is not None
-            and stored is not None
-            and hasattr(KVConnectorBase_V1, "get_kv_connector_kv_cache_events")
-        ),
-        block_stored=stored,
-        block_stored_fields=stored_fields,
-        block_removed=removed,
-        block_removed_fields=removed_fields,
-        hashes_accept_bytes=stored is not None
-        and "bytes" in _field_type_text(stored, "block_hashes"),
-        load_failure_path=_declares_field(
-            "vllm.v1.outputs", "KVConnectorOutput", "invalid_block_ids"
-        ),
-    )
-
-
-# --- KV cache events ---------------------------------------------------------------------------
-
-
-class CompatKVEvents(_EventsBase):  # type: ignore[misc]
-    """The KV cache events of one step, counted per worker with vLLM's ``KVEventAggregator``.
-
-    A worker returns one of these (one worker, its converted events); vLLM's
-    ``KVOutputAggregator`` merges the workers' containers (``add_events`` +
-    ``increment_workers``); the scheduler-side connector keeps, per step, only the events every
-    worker reported (:meth:`aggregate`), which is how vLLM's own LMCache connector publishes.
-    """
-
-    def __init__(self, num_workers: int = 1) -> None:
-        if _Aggregator is None:  # pragma: no cover - the connector never builds one then
-            raise RuntimeError("this vLLM has no KVEventAggregator")
-        self._counts: Any = _Aggregator(num_workers)
-
-    def add_events(self, events: list[Any]) -> None:
-        self._counts.add_events(events)
-
-    def aggregate(self) -> CompatKVEvents:
-        """Keep only the events reported by every contributing worker (one copy each)."""
-        common = self._counts.get_common_events()
-        self._counts.clear_events()
-        self._counts.add_events(common)
-        self._counts.reset_workers()
-        return self
-
-    def increment_workers(self, count: int = 1) -> None:
-        self._counts.increment_workers(count)
-
-    def get_all_events(self) -> list[Any]:
-        events: list[Any] = self._counts.get_all_events()
-        return events
-
-    def get_number_of_workers(self) -> int:
-        return int(self._counts.get_number_of_workers())
-
-    def clear_events(self) -> None:
-        self._counts.clear_events()
-        self._counts.reset_workers()
-
-    def __repr__(self) -> str:
-        return (
-            f"<CompatKVEvents workers={self.get_number_of_workers()} "
-            f"events={len(self.get_all_events())}>"
-        )
-
-
-def _source_fields(cls: type) -> frozenset[str]:
-    """Field names of an LMCache event class (dataclass fields, else annotations)."""
-    if dataclasses.is_dataclass(cls):
-        return frozenset(f.name for f in dataclasses.fields(cls))
-    names: set[str] = set()
-    for klass in cls.__mro__:
-        names.update(getattr(klass, "__annotations__", {}))
-    return frozenset(names)
-
-
-def _hash_to_int(value: Any) -> Any:
-    return int.from_bytes(value, "big") if isinstance(value, (bytes, bytearray)) else value
-
-
-_Plan = tuple[Any, Any, "Callable[[Any], Any] | None"]
-
-
-def _positional_prefix(target: type) -> tuple[str, ...]:
-    """The names ``target`` accepts positionally, in order (from its signature)."""
-    try:
-        params = inspect.signature(target).parameters.values()
-    except (TypeError, ValueError):
-        return ()
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    names: list[str] = []
-    for param in params:
-        if param.kind not in positional:
-            break
-        names.append(param.name)
-    return tuple(names)
-
-
-class _EventConverter:
-    """LMCache event objects -> the running vLLM's ``BlockStored`` / ``BlockRemoved``.
-
-    The arguments for each target are decided once per LMCache event class from the target's
-    declared fields: fields the event has are copied, required fields it lacks (``lora_name``
-    before LMCache 0.3.13) are ``None``, fields the target does not declare (``medium`` before
-    vLLM 0.10.2, ``lora_name`` before 0.14.1) are left out. Byte hashes (LMCache 0.5.x) pass
-    through unchanged where ``ExternalBlockHash`` takes bytes and become big-endian ints where
-    it does not. When the copied fields are the target's leading fields (every current pairing)
-    an event becomes ``target(*attrgetter(event))`` with no per-event Python frame.
-    """
-
-    def __init__(self, facts: VllmFacts) -> None:
-        self._facts = facts
-        self._plans: dict[type, _Plan | None] = {}
-        for name in ("CacheStoreEvent", "CacheRemoveEvent"):
-            cls = _lmcache_event_class(name)
-            if cls is not None:
-                self._plans[cls] = self._plan(cls)
-
-    def __call__(self, events: Iterable[Any]) -> list[Any]:
-        plans = self._plans
-        out: list[Any] = []
-        append = out.append
-        last: type | None = None
-        plan: _Plan | None = None
-        for event in events:
-            cls = type(event)
-            if cls is not last:
-                last = cls
-                try:
-                    plan = plans[cls]
-                except KeyError:  # a class not seen at construction: decided once, here
-                    plan = plans[cls] = self._plan(cls)
-            if plan is None:
-                continue
-            target, getter, convert = plan
-            if convert is None:
-                append(target(*getter(event)))
-            else:
-                append(convert(event))
-        return out
-
-    def _plan(self, cls: type) -> _Plan | None:
-        facts = self._facts
-        fields = _source_fields(cls)
-        if "block_hashes" not in fields:
-            logger.warning("Ignoring KV cache events of unknown type %s", cls.__qualname__)
-            return None
-        is_store = "token_ids" in fields or "parent_block_hash" in fields
-        target = facts.block_stored if is_store else facts.block_removed
-        declared = facts.block_stored_fields if is_store else facts.block_removed_fields
-        if target is None:
-            return None
-        copied = tuple(name for name, _ in declared if name in fields)
-        filled = {name: None for name, required in declared if required and name not in fields}
-        getter = attrgetter(*copied)
-        positional = (
-            len(copied) >= 2
-            and not filled
-            and facts.hashes_accept_bytes
-            and _positional_prefix(target)[: len(copied)] == copied
-        )
-        if positional:
-            return (target, getter, None)
-        single = len(copied) == 1
-        fix_hashes = not facts.hashes_accept_bytes
-
-        def convert(event: Any) -> Any:
-            values = getter(event)
-            kwargs = dict(zip(copied, (values,) if single else values, strict=True))
-            if fix_hashes:
-                kwargs["block_hashes"] = [_hash_to_int(h) for h in kwargs["block_hashes"]]
-                if "parent_block_hash" in kwargs:
-                    kwargs["parent_block_hash"] = _hash_to_int(kwargs["parent_block_hash"])
-            kwargs.update(filled)
-            return target(**kwargs)
-
-        return (target, getter, convert)
-
-
-def _lmcache_event_class(name: str) -> type | None:
-    try:
-        module: Any = importlib.import_module("lmcache.utils")
-    except ImportError:
-        return None
-    cls = getattr(module, name, None)
-    return cls if isinstance(cls, type) else None
-
-
-def _no_events() -> list[Any]:
-    return []
-
-
-def _none() -> None:
+def _ignore_output(connector_output: Any) -> None:
     return None
-
-
-# --- the connector -----------------------------------------------------------------------------
-
-
-def _impl_class(native: bool) -> type:
-    """LMCache's ``LMCacheConnectorV1Impl``, or vLLM's vendored copy for ``use_native``."""
-    name = _NATIVE_IMPL_MODULE if native else _LMCACHE_IMPL_MODULE
-    try:
-        module: Any = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        # Only when the vendored package itself is missing (vLLM 0.11.0 has none); an LMCache
-        # module the vendored copy fails to import keeps its own error.
-        if not native or not exc.name or not name.startswith(exc.name):
-            raise
-        raise ImportError(
-            f"{CONNECTOR_NAME}: use_native=True needs vLLM's vendored copy of LMCache's "
-            f"adapter ({name}), which this vLLM does not ship; drop use_native to use "
-            "LMCache's own adapter"
-        ) from exc
-    cls: type = getattr(module, _IMPL_CLASS)
-    return cls
 
 
 def _absent_text(spec: CapabilitySpec, source: str, native: bool) -> str:
@@ -398,20 +117,42 @@ def _absent_text(spec: CapabilitySpec, source: str, native: bool) -> str:
     return f"{spec.impact} ({lacks}; {hint})"
 
 
+def _native(vllm_config: Any) -> bool:
+    extra = getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None) or {}
+    return bool(extra.get("use_native", False))
+
+
 class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
     """vLLM v1 KV connector over LMCache's ``LMCacheConnectorV1Impl`` through a
     :class:`~lmcache_compat.ConnectorAdapter`: same behaviour as vLLM's ``LMCacheConnectorV1``
     where LMCache has the capability, the catalog's fallback where it does not.
 
     ``kv_connector_extra_config["use_native"] = True`` wraps vLLM's vendored copy of the LMCache
-    adapter instead of LMCache's own. ``_lmcache_engine`` is the wrapped impl (the same name
-    vLLM's connector uses), ``compat_adapter`` the adapter over it.
+    adapter instead of LMCache's own. ``_lmcache_engine`` is the wrapped impl and
+    ``_kv_cache_events`` the scheduler side's events not yet taken (the names vLLM's connector
+    uses), ``compat_adapter`` the adapter over the impl.
     """
+
+    #: The wrapped LMCache impl (vLLM's name for it).
+    _lmcache_engine: Any
+    #: Scheduler side: the workers' events collected since the last ``take_events`` (vLLM's
+    #: name; its white-box tests set it by hand).
+    _kv_cache_events: CompatKVEvents | None
 
     @classmethod
     def requires_piecewise_for_cudagraph(cls, extra_config: dict[str, Any]) -> bool:
         """Layerwise loads/saves synchronise per layer, which CUDA graphs cannot capture."""
         return bool(extra_config.get("use_layerwise", False))
+
+    @classmethod
+    def supports_sleep_mode(cls, kv_transfer_config: Any) -> bool:
+        """Sleep mode (vLLM 0.33) drops and restores the KV-cache registrations: only where the
+        installed engine class has every hook vLLM defines for it. Decided from the installed
+        release's files, before any engine exists; False for every LMCache release so far, so
+        vLLM refuses sleep mode with this connector up front instead of failing later."""
+        extra = getattr(kv_transfer_config, "kv_connector_extra_config", None) or {}
+        native = bool(extra.get("use_native", False))
+        return engine_has_sleep_hooks(native, vllm_facts().sleep_hooks)
 
     def __init__(self, vllm_config: Any, role: Any, kv_cache_config: Any = None) -> None:
         facts = vllm_facts()
@@ -419,21 +160,25 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             super().__init__(vllm_config=vllm_config, role=role, kv_cache_config=kv_cache_config)
         else:
             super().__init__(vllm_config=vllm_config, role=role)
-        extra = getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None) or {}
-        native = bool(extra.get("use_native", False))
-        self._attach(_impl_class(native)(vllm_config, role, self), native=native)
+        native = _native(vllm_config)
+        self.attach(impl_class(native)(vllm_config, role, self), native=native, strict=True)
 
-    def _attach(self, engine: Any, *, native: bool = False) -> None:
-        """Decide and bind everything over an already-built LMCache impl (called by
-        ``__init__``; ``benchmarks/bench_connector.py`` calls it on a connector built with
-        ``object.__new__`` over a stand-in engine, skipping the LMCache impl's construction)."""
+    def attach(self, engine: Any, *, native: bool = False, strict: bool = False) -> None:
+        """Decide and bind everything over an already-built engine, once.
+
+        ``__init__`` calls it with ``strict``: an object that is not an LMCache impl is an
+        error. Without ``strict`` (an engine attached by hand: tests, benchmarks, vLLM's own
+        white-box unit tests) such an object is bound through
+        :class:`~lmcache_compat.vllm_binding.PartialEngine`: what it has is bound, a core method
+        it lacks raises ``NotAnEngineError`` when called, and one warning says so. Attaching
+        again (another engine) decides everything again."""
         facts = vllm_facts()
-        adapter = ConnectorAdapter(engine)
-        self._lmcache_engine: Any = engine
-        self.compat_adapter: ConnectorAdapter = adapter
+        adapter = engine_binding(engine, require_engine=strict)
+        self._lmcache_engine = engine
+        self.compat_adapter: ConnectorAdapter | PartialEngine = adapter
         self.vllm_facts: VllmFacts = facts
         self._shut_down = False
-        self._pending_events: CompatKVEvents | None = None
+        self._kv_cache_events = None
 
         # Bound once: every call below is one attribute load and one call.
         self._start_load_kv = adapter.start_load_kv
@@ -446,21 +191,20 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
         self._update_state_after_alloc = adapter.update_state_after_alloc
         self._request_finished = adapter.request_finished
         self._matched = self._matched_tokens_callable(adapter, facts)
-        self._bind_engine = self._engine_binder(engine)
-        # The capability is the adapter's decision; with it, the engine's own get_kv_events
-        # is called directly (its result is only tested for emptiness and iterated here, so
-        # the adapter's list normalisation is not needed on this per-step path).
-        self._kv_events: Callable[[], Any] = (
-            engine.get_kv_events
-            if facts.connector_events and Capability.KV_EVENTS in adapter.capabilities
-            else _no_events
+        self._bind_engine = self._engine_binder(
+            engine, from_instance=isinstance(adapter, PartialEngine)
         )
-        self._convert_events = _EventConverter(facts) if facts.connector_events else None
-        self._events_path = facts.connector_events
-        self._collect_events = self._events_getter()
+        self._register = self._kv_cache_registrar(adapter, engine)
+        self._kv_events: Callable[[], Any] = kv_events_of(adapter, facts)
+        self._convert_events = EventConverter(facts) if facts.connector_events else None
+        self._collect_events = events_collector(self._kv_events, self._convert_events)
+        self._sleep_hooks = self._sleep_hook_binding(engine, facts)
         self._shadow_forwarders()
 
-        self._warn_absent(adapter, native, facts)
+        if isinstance(adapter, PartialEngine):
+            self._warn_partial(adapter)
+        else:
+            self._warn_absent(adapter, native, facts)
 
     # --- decisions made once -------------------------------------------------------------------
 
@@ -478,35 +222,21 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             "get_block_ids_with_load_errors": self._load_errors,
             "build_connector_meta": self._build_connector_meta,
             "request_finished": self._request_finished,
+            "register_kv_caches": self._register,
             "get_kv_connector_kv_cache_events": self._collect_events,
+            **self._sleep_hooks,
         }
+        if not self.vllm_facts.connector_events:  # KVConnectorOutput has no kv_cache_events
+            fast["update_connector_output"] = _ignore_output
         cls = type(self)
         shadows = self.__dict__
         for name, bound in fast.items():
-            if getattr(cls, name) is getattr(LMCacheCompatConnector, name):
+            if getattr(cls, name, None) is getattr(LMCacheCompatConnector, name, None):
                 shadows[name] = bound
-
-    def _events_getter(self) -> Callable[[], CompatKVEvents | None]:
-        kv_events, convert = self._kv_events, self._convert_events
-        if convert is None:
-            return _none
-
-        def get_kv_connector_kv_cache_events() -> CompatKVEvents | None:
-            events = kv_events()
-            if not events:
-                return None
-            converted = convert(events)
-            if not converted:
-                return None
-            container = CompatKVEvents(num_workers=1)
-            container.add_events(converted)
-            return container
-
-        return get_kv_connector_kv_cache_events
 
     @staticmethod
     def _matched_tokens_callable(
-        adapter: ConnectorAdapter, facts: VllmFacts
+        adapter: ConnectorAdapter | PartialEngine, facts: VllmFacts
     ) -> Callable[[Any, int], int | None]:
         lookup = adapter.get_num_new_matched_tokens
         if facts.accepts_none_matched or Capability.ASYNC_LOOKUP not in adapter.capabilities:
@@ -520,10 +250,12 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
         return sync_lookup
 
     @staticmethod
-    def _engine_binder(engine: Any) -> Callable[[Any], None]:
-        """The engine's own ``bind_connector_metadata`` when its class has one; otherwise reset
-        the per-step layerwise state the engine keeps (as vLLM's connector does), or nothing."""
-        if callable(getattr(type(engine), "bind_connector_metadata", None)):
+    def _engine_binder(engine: Any, *, from_instance: bool = False) -> Callable[[Any], None]:
+        """The engine's own ``bind_connector_metadata`` when its class (for a
+        :class:`PartialEngine`, the object itself) has one; otherwise reset the per-step
+        layerwise state the engine keeps (as vLLM's connector does), or nothing."""
+        owner = engine if from_instance else type(engine)
+        if callable(getattr(owner, "bind_connector_metadata", None)):
             bound: Callable[[Any], None] = engine.bind_connector_metadata
             return bound
         resets = tuple(
@@ -537,6 +269,56 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
                 setattr(engine, name, fresh())
 
         return reset_layerwise_state
+
+    @staticmethod
+    def _kv_cache_registrar(
+        adapter: ConnectorAdapter | PartialEngine, engine: Any
+    ) -> Callable[[Any], None]:
+        """``register_kv_caches``: the engine's own from 0.3.12. Before it, the release finds
+        its KV caches through the forward context on the first ``start_load_kv``, which fails on
+        recent vLLM ("'ForwardContext' object has no attribute 'virtual_engine'"): the caches
+        vLLM registers are put where the release reads them (its ``kv_caches`` dict), as
+        0.3.12's ``register_kv_caches`` does, so that discovery is never needed."""
+        if Capability.REGISTER_KV_CACHES in adapter.capabilities:
+            return adapter.register_kv_caches
+        caches = vars(engine).get(_KV_CACHES_ATTRIBUTE) if hasattr(engine, "__dict__") else None
+        if not isinstance(caches, dict):
+            return adapter.register_kv_caches  # nowhere to put them: the catalog fallback
+
+        def hand_over_kv_caches(kv_caches: Any) -> None:
+            if not caches:  # registered once, like the release's own discovery
+                caches.update(kv_caches)
+
+        return hand_over_kv_caches
+
+    @staticmethod
+    def _sleep_hook_binding(engine: Any, facts: VllmFacts) -> dict[str, Callable[[], Any]]:
+        """Sleep-mode hooks (vLLM 0.33) the engine's class has, bound to the engine; the others
+        keep vLLM's default (a no-op; ``supports_sleep_mode`` is False then)."""
+        if not facts.sleep_hooks:
+            return {}
+        surface = live_surface(type(engine), facts.sleep_hooks)
+        return {
+            name: getattr(engine, name)
+            for name, hook in surface.items()
+            if hook.kind == "method" and not hook.is_async and hook.binds(0)
+        }
+
+    @staticmethod
+    def _warn_partial(partial: PartialEngine) -> None:
+        if partial.missing_core:
+            lacks = ", ".join(f"{name}()" for name in partial.missing_core)
+            core = f"it lacks {lacks}, which raise NotAnEngineError when called"
+        else:
+            core = "it has every core method"
+        logger.warning(
+            "%s attached to %s, which is not an LMCache %s: bound the methods the object has "
+            "(%s); optional methods it lacks use lmcache-compat's fallbacks",
+            CONNECTOR_NAME,
+            partial.capabilities.cls_name,
+            CONNECTOR_IMPL,
+            core,
+        )
 
     def _warn_absent(self, adapter: ConnectorAdapter, native: bool, facts: VllmFacts) -> None:
         caps = adapter.capabilities
@@ -552,10 +334,12 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
         ]
         texts = [_absent_text(c.spec, source, native) for c in relevant]
         if not facts.load_failure_path:
+            # the known issue's fix names the first vLLM with the path ("... >= X")
+            first = issue("vllm-no-load-failure-path").fix_texts[0].rsplit(" ", 1)[-1]
             texts.append(
                 f"{Capability.LOAD_ERROR_REPORTING.spec.impact} (this vLLM's "
                 "KVConnectorOutput has no invalid_block_ids, so it never asks the connector "
-                "for failed loads; first vLLM with it: 0.11.2)"
+                f"for failed loads; first vLLM with it: {first})"
             )
         if not texts:
             return
@@ -564,7 +348,7 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
     # --- worker side ---------------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
-        self.compat_adapter.register_kv_caches(kv_caches)
+        self._register(kv_caches)
 
     def bind_connector_metadata(self, connector_metadata: Any) -> None:
         super().bind_connector_metadata(connector_metadata)
@@ -593,15 +377,26 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
     def get_kv_connector_kv_cache_events(self) -> CompatKVEvents | None:
         """This worker's KV cache events since the last call, as the running vLLM's
         ``BlockStored``/``BlockRemoved``; ``None`` when there are none (always, on a release
-        without ``get_kv_events``)."""
-        return self._collect_events()
+        without ``get_kv_events``).
+
+        An attached connector answers from the collector :meth:`attach` bound into its
+        instance (this body runs only through ``super()`` from a subclass that overrides it).
+        An object :meth:`attach` never saw -- vLLM's unit tests call this on a
+        ``MagicMock(spec=...)`` carrying only ``_lmcache_engine`` -- is answered by deciding
+        from that engine now."""
+        try:
+            collect = self._collect_events
+        except AttributeError:
+            binding = engine_binding(self._lmcache_engine, require_engine=False)
+            collect = events_collector(kv_events_of(binding, vllm_facts()), shared_converter())
+        return collect()
 
     def shutdown(self) -> None:
         """Stop LMCache's services (once; later calls do nothing)."""
         if self._shut_down:
             return
         self._shut_down = True
-        self._pending_events = None
+        self._kv_cache_events = None
         self.compat_adapter.shutdown()
 
     # --- scheduler side ------------------------------------------------------------------------
@@ -624,23 +419,25 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
 
     def update_connector_output(self, connector_output: Any) -> None:
         """Collect the workers' KV cache events of this step (already merged across workers by
-        vLLM's ``KVOutputAggregator``)."""
-        if not self._events_path:  # this vLLM's KVConnectorOutput has no kv_cache_events
+        vLLM's ``KVOutputAggregator``). On a vLLM without connector events (< 0.13.0)
+        :meth:`attach` replaces this with a no-op on the instance."""
+        try:
+            events = connector_output.kv_cache_events
+        except AttributeError:  # vLLM < 0.13.0, reached only on a connector attach never saw
             return
-        events = connector_output.kv_cache_events
-        if events is None or not isinstance(events, CompatKVEvents):
+        if not isinstance(events, CompatKVEvents):
             return
-        pending = self._pending_events
+        pending = self._kv_cache_events
         if pending is None:
-            self._pending_events = events
+            self._kv_cache_events = events
         else:
             pending.add_events(events.get_all_events())
             pending.increment_workers(events.get_number_of_workers())
 
     def take_events(self) -> Iterable[Any]:
         """The events every worker reported since the last call (each once)."""
-        pending = self._pending_events
+        pending = self._kv_cache_events
         if pending is None:
             return ()
-        self._pending_events = None
+        self._kv_cache_events = None
         return pending.aggregate().get_all_events()

@@ -18,13 +18,17 @@ SEED = int(os.environ.get("LMCACHE_COMPAT_FUZZ_SEED", "0"))
 STATS = {"examples": 0, "scanned": 0, "refused": 0}
 
 
-def pytest_configure(config: pytest.Config) -> None:
+@pytest.fixture(scope="session", autouse=True)
+def _address_space_limit() -> None:
+    """Set once the first fuzz test runs (a run that deselects them keeps its limits)."""
     _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = ADDRESS_SPACE if hard == resource.RLIM_INFINITY else min(ADDRESS_SPACE, hard)
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not STATS["examples"]:
+        return
     terminalreporter.write_line(
         f"fuzz: {STATS['examples']} examples (seed {SEED}, {EXAMPLES} per strategy): "
         f"{STATS['scanned']} scanned, {STATS['refused']} refused in one line; "

@@ -433,7 +433,8 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
     )
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
-    from lmcache_compat.vllm import CONNECTOR_NAME, register, vllm_facts
+    from lmcache_compat.vllm import CONNECTOR_NAME, register
+    from lmcache_compat.vllm_facts import vllm_facts
 
     timings: dict[str, float] = report["timings"]
     register()
