@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from lmcache_compat import locations as loc
@@ -22,7 +23,7 @@ from lmcache_compat.versions import (
     installed_lmcache_version,
 )
 
-__all__ = ["doctor_report", "format_doctor"]
+__all__ = ["doctor_report", "format_doctor", "mp_servers_report"]
 
 _EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
 
@@ -94,7 +95,7 @@ def doctor_report() -> dict[str, Any]:
         "capabilities": capabilities,
         "verdict": result,
         "issues": issues,
-        "notes": notes + ([pair["reason"]] if pair["reason"] else []),
+        "notes": notes + list(pair.get("notes", ())) + ([pair["reason"]] if pair["reason"] else []),
     }
 
 
@@ -366,6 +367,7 @@ def format_doctor(report: dict[str, Any]) -> str:
         f"  LMCache         {lm or 'not installed'}{extra}",
         f"  vLLM            {report['vllm'] or 'not installed'}",
     ]
+    lines += _format_mp_servers(report.get("mp_servers") or [])
     native_words = f" (does NOT import with this LMCache: {issue('native-copy-range').problem})"
     for src in report["engine_sources"]:
         state = "found" if src["present"] else "NOT found"
@@ -412,3 +414,47 @@ def format_doctor(report: dict[str, Any]) -> str:
         lines.append("")
         lines.append(f"Note: {note}")
     return "\n".join(lines)
+
+
+# --- doctor --mp-server URL: a running LMCache MP server's release (its HTTP front end) ---------
+
+
+def mp_servers_report(urls: Sequence[str], installed: str | None) -> list[dict[str, Any]]:
+    """For each HTTP front end URL: the release its server reports beside the installed LMCache
+    (``matches``: ``None`` when either is unknown), or ``error`` when it cannot be reached."""
+    from lmcache_compat.errors import MPServerError
+    from lmcache_compat.mp_server import server_release
+
+    out: list[dict[str, Any]] = []
+    for url in urls:
+        try:
+            out.append(server_release(url, client=installed).to_json())
+        except MPServerError as exc:
+            out.append({"url": url, "error": " ".join(str(exc).split())})
+    return out
+
+
+def _format_mp_servers(entries: Sequence[dict[str, Any]]) -> list[str]:
+    from lmcache_compat.mp_server import ROUTE
+
+    lines = []
+    for entry in entries:
+        url, release, client = entry["url"], entry.get("release"), entry.get("client")
+        if "error" in entry:
+            state = f"NOT reachable: {entry['error']}"
+        elif release is None:
+            state = (
+                f"release not reported (no {ROUTE}: a release before that route, or not an "
+                "LMCache MP front end)"
+            )
+        elif entry["matches"] is None:
+            state = f"LMCache {release} (installed LMCache unknown: cannot compare)"
+        elif entry["matches"]:
+            state = f"LMCache {release} (the installed release)"
+        else:
+            state = (
+                f"LMCache {release}: NOT the installed LMCache {client}; different releases may "
+                "not share a wire format (lookups time out; lmcache-compat raises MPServerError)"
+            )
+        lines.append(f"  MP server       {url}: {state}")
+    return lines

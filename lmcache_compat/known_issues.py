@@ -120,27 +120,6 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "scanned",
     ),
     KnownIssue(
-        "adapter-import-cdiv",
-        ("==0.32.0",),
-        (">=0.3.1,<=0.3.7",),
-        "vllm",
-        "broken",
-        "LMCache's vllm_v1_adapter does not import: it imports cdiv from vLLM's utils module, "
-        "which this vLLM no longer has (ImportError)",
-        ("upgrade LMCache to >= 0.3.9",),
-        "verified",
-    ),
-    KnownIssue(
-        "adapter-import-vllm-0.11",
-        ("==0.11.0",),
-        (">=0.3.1,<=0.3.6",),
-        "vllm",
-        "broken",
-        "LMCache's vllm_v1_adapter does not import (missing vLLM modules, nvtx, libcudart.so.12)",
-        ("upgrade LMCache to >= 0.3.9",),
-        "reference",
-    ),
-    KnownIssue(
         "unguarded-get-kv-events",
         (">=0.13.0",),
         Lacks(Capability.KV_EVENTS),
@@ -258,11 +237,108 @@ def overall(issues: list[dict[str, Any]]) -> str:
     return "broken" if "broken" in severities else "degraded" if severities else "ok"
 
 
+#: How each measured aspect reads in an issue.
+ASPECT_WORDS = {
+    "builds": "the connector cannot be built",
+    "step": "a scheduler step fails",
+    "load_failures": "KV load failures are not reported",
+    "recompute": "the recompute policy does not reschedule a failed load",
+    "fail": "the fail policy does not fail a request whose load failed",
+    "events": "KV cache events are not delivered",
+    "shutdown": "shutdown does not reach LMCache",
+}
+#: Connectors the grid's pair measurements cover (rows for the others still apply).
+_MEASURED = ("vllm", "compat", "any")
+
+
+def _measured_issues(
+    vllm: str, lmcache: str, compat_buildable: bool
+) -> tuple[list[dict[str, Any]] | None, list[str]]:
+    """Issues of a pair the shipped grid measured (``None``: not measured), and notes."""
+    from packaging.version import Version
+
+    from lmcache_compat.grid import load_grid
+
+    grid = load_grid()
+    tier = grid.leans_on(vllm)
+    notes: list[str] = []
+    if tier is None:
+        return None, notes
+    basis = f"measured on vLLM {tier.vllm}"
+    if Version(Version(vllm).public) != Version(tier.vllm):
+        notes.append(
+            f"vLLM {vllm} was not measured: its verdict leans on vLLM {tier.vllm}, the nearest "
+            f"measured release before it (measured: {', '.join(grid.versions)})"
+        )
+    issues: list[dict[str, Any]] = []
+    imported = tier.adapter_import(lmcache)
+    if imported is not None and imported != "ok":
+        for key in ("vllm", "compat"):
+            issues.append(
+                {
+                    "key": "adapter-import",
+                    "connector": CONNECTORS[key],
+                    "connector_key": key,
+                    "severity": "broken",
+                    "problem": f"LMCache's {ADAPTER_MODULE_TEXT} does not import: {imported}",
+                    "fix": _upgrade_to_importing(tier, lmcache),
+                    "fixes": [_upgrade_to_importing(tier, lmcache)],
+                    "source": f"verified ({basis})",
+                }
+            )
+    pair = tier.pair(lmcache)
+    if pair is None:
+        return (issues or None), notes
+    for key, run in pair.connectors.items():
+        other = pair.connectors.get("compat")
+        for aspect, cell in run.problems():
+            fixes: list[str] = []
+            first = grid.first_ok(tier, key, aspect)
+            if first is not None and Version(first) > Version(Version(lmcache).public):
+                fixes.append(f"upgrade LMCache to >= {first}")
+            compat_cell = other.cells.get(aspect) if other is not None and key != "compat" else None
+            if compat_buildable and compat_cell is not None and compat_cell.status in ("ok", "n/a"):
+                fixes.append(USE_COMPAT)
+            issues.append(
+                {
+                    "key": f"measured-{aspect}",
+                    "connector": CONNECTORS[key],
+                    "connector_key": key,
+                    "severity": cell.status,
+                    "problem": f"{ASPECT_WORDS.get(aspect, aspect)}: {cell.detail}",
+                    "fix": ", or ".join(fixes) or "none known",
+                    "fixes": fixes,
+                    "source": f"verified ({basis})",
+                }
+            )
+    return issues, notes
+
+
+#: How the adapter module is named in messages (its file's stem, as the grid records it).
+ADAPTER_MODULE_TEXT = "vllm_v1_adapter"
+
+
+def _upgrade_to_importing(tier: Any, lmcache: str) -> str:
+    from packaging.version import Version
+
+    later = sorted(
+        (v for v, mods in tier.imports.items() if mods.get(ADAPTER_MODULE_TEXT) == "ok"),
+        key=Version,
+    )
+    newer = [v for v in later if Version(v) > Version(Version(lmcache).public)]
+    return f"upgrade LMCache to >= {newer[0]}" if newer else "none known"
+
+
 def verdict(
     vllm: str | None, lmcache: str | None, *, compat_buildable: bool = True
 ) -> dict[str, Any]:
-    """The rows that apply to an installed pair and the overall verdict: ``ok``, ``degraded``,
-    ``broken`` or ``unknown`` (a version is missing or unparseable)."""
+    """The issues of an installed pair and the overall verdict: ``ok``, ``degraded``,
+    ``broken`` or ``unknown`` (a version is missing or unparseable).
+
+    A pair the shipped grid measured (:mod:`lmcache_compat.grid`) is judged by the measurement
+    (``verified``), plus the rows of connectors the grid does not run (the MP connector,
+    ``use_native``); an unmeasured pair by the rows of :data:`KNOWN_ISSUES`, plus the grid's
+    import measurement of the release where it has one."""
     from lmcache_compat.errors import LMCacheVersionError
     from lmcache_compat.versions import parse_version
 
@@ -271,10 +347,25 @@ def verdict(
             "verdict": "unknown",
             "issues": [],
             "reason": "vLLM and LMCache are not both installed",
+            "notes": [],
         }
     try:
         v, lm = parse_version(vllm), parse_version(lmcache)
     except LMCacheVersionError as exc:
-        return {"verdict": "unknown", "issues": [], "reason": str(exc)}
-    issues = [issue_json(row, compat_buildable) for row in KNOWN_ISSUES if applies(row, v, lm)]
-    return {"verdict": overall(issues), "issues": issues, "reason": None}
+        return {"verdict": "unknown", "issues": [], "reason": str(exc), "notes": []}
+    measured, notes = _measured_issues(vllm, lmcache, compat_buildable)
+    pair_measured = _pair_was_measured(vllm, lmcache)
+    rows = [
+        issue_json(row, compat_buildable)
+        for row in KNOWN_ISSUES
+        if applies(row, v, lm) and not (pair_measured and row.connector in _MEASURED)
+    ]
+    issues = (measured or []) + rows
+    return {"verdict": overall(issues), "issues": issues, "reason": None, "notes": notes}
+
+
+def _pair_was_measured(vllm: str, lmcache: str) -> bool:
+    from lmcache_compat.grid import load_grid
+
+    tier = load_grid().leans_on(vllm)
+    return tier is not None and tier.pair(lmcache) is not None

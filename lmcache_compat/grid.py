@@ -1,0 +1,213 @@
+"""The measured vLLM x LMCache grid: what each pair does, as the real tiers recorded it.
+
+``lmcache_compat/data/vllm_grid.json`` is written by ``scripts/record_vllm_grid.py`` from the
+``grid-vllm*`` tox tiers (real vLLM, real LMCache releases, one child process per pair) and
+checked against a fresh measurement by every run of those tiers. For each measured vLLM it
+holds:
+
+* ``imports``: for every LMCache release, whether each module defining a scanned class imports
+  beside that vLLM (``"ok"`` or the error's first line);
+* ``pairs``: for the LMCache releases the seed scenario runs over, one :class:`ConnectorRun` per
+  connector (``vllm``: vLLM's in-tree ``LMCacheConnectorV1``; ``compat``:
+  ``LMCacheCompatConnector``) with a :class:`Cell` per aspect (:data:`ASPECTS`);
+* ``unit_tests``: vLLM's own ``test_lmcache_connector.py`` (where the sdist ships it) run with
+  each connector class.
+
+``doctor`` reads it: a measured pair's verdict is the measurement (``verified``); a vLLM between
+measured releases leans on the nearest measured one before it (behaviour changes at releases,
+so the measured release before it is what it has), and says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lmcache_compat.errors import DataFileError
+
+__all__ = [
+    "ASPECTS",
+    "CONNECTOR_KEYS",
+    "Cell",
+    "ConnectorRun",
+    "Grid",
+    "PairResult",
+    "VllmTier",
+    "load_grid",
+]
+
+DATA_FILE = "vllm_grid.json"
+Status = Literal["ok", "n/a", "degraded", "broken"]
+#: What the seed scenario records per connector, in order.
+ASPECTS = ("builds", "step", "load_failures", "recompute", "fail", "events", "shutdown")
+#: The connectors measured: vLLM's in-tree one and ours.
+CONNECTOR_KEYS = ("vllm", "compat")
+_RANK: dict[str, int] = {"ok": 0, "n/a": 0, "degraded": 1, "broken": 2}
+#: The module whose import decides whether vLLM's connector can use a release.
+ADAPTER_MODULE = "vllm_v1_adapter"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured aspect: ``ok``, ``n/a`` (the release or this vLLM has nothing to do here:
+    a fallback, not a failure), ``degraded`` (works, loses something) or ``broken``."""
+
+    status: Status
+    detail: str = ""
+
+    @classmethod
+    def from_json(cls, data: Any) -> Cell:
+        if isinstance(data, str):
+            return cls("ok" if data == "ok" else "broken", "" if data == "ok" else data)
+        status = data["status"]
+        if status not in _RANK:
+            raise ValueError(f"unknown status {status!r}")
+        return cls(status, data.get("detail", ""))
+
+    def to_json(self) -> dict[str, str]:
+        return {"status": self.status, "detail": self.detail}
+
+    def text(self) -> str:
+        return self.status if not self.detail else f"{self.status}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class ConnectorRun:
+    """Every aspect of one connector over one pair."""
+
+    cells: Mapping[str, Cell]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConnectorRun:
+        return cls({aspect: Cell.from_json(data[aspect]) for aspect in ASPECTS if aspect in data})
+
+    def to_json(self) -> dict[str, Any]:
+        return {aspect: cell.to_json() for aspect, cell in self.cells.items()}
+
+    @property
+    def worst(self) -> Status:
+        if not self.cells:
+            return "n/a"
+        return max(self.cells.values(), key=lambda c: _RANK[c.status]).status
+
+    def problems(self) -> list[tuple[str, Cell]]:
+        return [(a, c) for a, c in self.cells.items() if c.status in ("degraded", "broken")]
+
+
+@dataclass(frozen=True)
+class PairResult:
+    lmcache: str
+    connectors: Mapping[str, ConnectorRun]
+
+
+@dataclass(frozen=True)
+class VllmTier:
+    """Everything measured beside one vLLM release."""
+
+    vllm: str
+    torch: str
+    imports: Mapping[str, Mapping[str, str]]
+    pairs: Mapping[str, PairResult]
+    unit_tests: Mapping[str, Any] | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def adapter_import(self, lmcache: str) -> str | None:
+        """``"ok"``, the error line, or ``None`` when that release was not measured here."""
+        modules = self.imports.get(_canonical(lmcache))
+        return None if modules is None else modules.get(ADAPTER_MODULE)
+
+    def pair(self, lmcache: str) -> PairResult | None:
+        return self.pairs.get(_canonical(lmcache))
+
+
+def _canonical(version: str) -> str:
+    from packaging.version import Version
+
+    return str(Version(Version(version).public))
+
+
+class Grid:
+    """The measured tiers, oldest vLLM first."""
+
+    def __init__(self, tiers: Iterable[VllmTier], meta: Mapping[str, Any] | None = None) -> None:
+        from packaging.version import Version
+
+        self.tiers = sorted(tiers, key=lambda t: Version(t.vllm))
+        self.meta = dict(meta or {})
+
+    @property
+    def versions(self) -> list[str]:
+        return [t.vllm for t in self.tiers]
+
+    def tier(self, vllm: str) -> VllmTier | None:
+        """The exact measured tier of ``vllm``, if any."""
+        for t in self.tiers:
+            if _canonical(t.vllm) == _canonical(vllm):
+                return t
+        return None
+
+    def leans_on(self, vllm: str) -> VllmTier | None:
+        """The measured tier a vLLM release is judged by: itself if measured, else the nearest
+        measured release before it (``None`` below the oldest measured one)."""
+        from packaging.version import Version
+
+        wanted = Version(Version(vllm).public)
+        best = None
+        for t in self.tiers:
+            if Version(t.vllm) <= wanted:
+                best = t
+        return best
+
+    def first_ok(self, tier: VllmTier, connector: str, aspect: str) -> str | None:
+        """The oldest LMCache release of ``tier``'s pairs from which ``aspect`` of ``connector``
+        is ``ok`` (or ``n/a``) for every later measured release: the upgrade target."""
+        from packaging.version import Version
+
+        first = None
+        for version in sorted(tier.pairs, key=Version, reverse=True):
+            cell = tier.pairs[version].connectors.get(connector)
+            status = cell.cells.get(aspect) if cell is not None else None
+            if status is None or status.status not in ("ok", "n/a"):
+                break
+            first = version
+        return first
+
+
+def tier_from_json(vllm: str, data: Mapping[str, Any]) -> VllmTier:
+    pairs = {
+        release: PairResult(
+            release,
+            {key: ConnectorRun.from_json(run) for key, run in pair["connectors"].items()},
+        )
+        for release, pair in data.get("pairs", {}).items()
+    }
+    return VllmTier(
+        vllm,
+        data.get("torch", ""),
+        data.get("imports", {}),
+        pairs,
+        data.get("unit_tests"),
+        tuple(data.get("notes", ())),
+    )
+
+
+def grid_from_json(data: Mapping[str, Any]) -> Grid:
+    return Grid(
+        (tier_from_json(v, t) for v, t in data["vllm"].items()),
+        {k: v for k, v in data.items() if k != "vllm"},
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def load_grid() -> Grid:
+    """The shipped grid (read once per process)."""
+    from importlib.resources import files
+
+    raw = files("lmcache_compat").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+    try:
+        return grid_from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise DataFileError(f"shipped vLLM grid is malformed: {exc}") from None
