@@ -15,7 +15,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lmcache_compat.errors import (
     AmbiguousLocationError,
@@ -31,6 +31,7 @@ from lmcache_compat.errors import (
 
 if TYPE_CHECKING:
     from lmcache_compat.diff import ReleaseView
+    from lmcache_compat.scanner import ScanResult
 
 __all__ = ["EXIT_STATUS", "main"]
 
@@ -57,33 +58,36 @@ def _print_json(data: object) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from lmcache_compat.doctor import doctor_report, format_doctor
+    from lmcache_compat.doctor import doctor_report, format_doctor, mp_servers_report
 
     report = doctor_report()
+    if args.mp_server:  # a running MP server's release, from its HTTP front end
+        report["mp_servers"] = mp_servers_report(args.mp_server, report["lmcache"])
+    mismatch = any(s.get("matches") is False for s in report.get("mp_servers", ()))
     if args.json:
         _print_json(report)
     else:
         print(format_doctor(report))
-    return 1 if report["verdict"] == "broken" else 0
+    return 1 if report["verdict"] == "broken" or mismatch else 0
 
 
-def _format_scan(data: dict[str, Any]) -> str:
+def _format_scan(result: ScanResult) -> str:
     lines = [
-        f"source:          {data['source']}",
-        f"LMCache version: {data['lmcache_version'] or 'unknown'}",
+        f"source:          {result.source}",
+        f"LMCache version: {result.lmcache_version or 'unknown'}",
     ]
-    if "vllm_version" in data:
-        lines.append(f"vLLM version:    {data['vllm_version'] or 'unknown'}")
-    present = [c for c, v in data["capabilities"].items() if v]
-    absent = [c for c, v in data["capabilities"].items() if not v]
-    lines.append(f"capabilities:    {', '.join(present) or 'none'}")
-    lines.append(f"absent:          {', '.join(absent) or 'none'}")
-    if data["missing_classes"]:
-        lines.append(f"classes absent:  {', '.join(data['missing_classes'])}")
-    for cls, methods in data["surfaces"].items():
-        how = data["found_by"].get(cls)
-        found = " (not at a known path: found by name)" if how == "search" else ""
-        lines.append(f"{cls}: in {data['modules'].get(cls, '?')}{found}")
+    if result.package != "lmcache":
+        lines.append(f"{result.package} version:    {result.version or 'unknown'}")
+    caps = result.capabilities
+    lines.append(f"capabilities:    {', '.join(c for c, v in caps.items() if v) or 'none'}")
+    lines.append(f"absent:          {', '.join(c for c, v in caps.items() if not v) or 'none'}")
+    if result.missing_classes:
+        lines.append(f"classes absent:  {', '.join(sorted(result.missing_classes))}")
+    for cls, methods in result.surfaces().items():
+        found = (
+            " (not at a known path: found by name)" if result.found_by.get(cls) == "search" else ""
+        )
+        lines.append(f"{cls}: in {result.modules.get(cls, '?')}{found}")
         lines.extend(f"  {m}({', '.join(params)})" for m, params in methods.items())
     return "\n".join(lines)
 
@@ -95,11 +99,11 @@ def _scan(args: argparse.Namespace) -> int:
     target = args.target
     if native and args.vllm_native_path:
         target = args.vllm_native_path
-    data = scan(target, vllm_native=native).to_json()
+    result = scan(target, vllm_native=native)
     if args.json:
-        _print_json(data)
+        _print_json(result.to_json())
     else:
-        print(_format_scan(data))
+        print(_format_scan(result))
     return 0
 
 
@@ -171,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
         "doctor", help="report installed Python/LMCache/vLLM and what the LMCache release offers"
     )
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.add_argument(
+        "--mp-server",
+        action="append",
+        metavar="URL",
+        help="HTTP front end of a running LMCache MP server (http://HOST:PORT, its --http-port; "
+        "repeatable): report its release and whether it is the installed one (exit 1 if not)",
+    )
     doctor.set_defaults(func=_doctor)
 
     scan = sub.add_parser(

@@ -476,6 +476,11 @@ def test_vllm_native_layout(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert data["lmcache_version"] is None
     assert data["vllm_version"] == "0.32.0"
     assert data["capabilities"]["kv_events"] is True
+    # the target may also come first: `scan X --vllm-native` scans X (it was ignored)
+    code, data, err = _json(root, "--vllm-native", capsys=capsys)
+    assert code == 0, err
+    assert data["vllm_version"] == "0.32.0" and str(root) in data["source"]
+    assert data["modules"]["LMCacheConnectorV1Impl"].endswith("lmcache_integration.vllm_v1_adapter")
 
 
 def test_scan_text_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
