@@ -56,9 +56,13 @@ def main() -> int:
         def end_session(self, request_id: str) -> None:
             return None
 
+    s_hit = instantiate(new.LMCacheMPSchedulerAdapter)
+    s_hit._called = lambda name, *a, **k: 256  # type: ignore[method-assign]  # a hit
     env = {
         "s": s_new,
         "sa": MPSchedulerAdapter(s_new),
+        "h": s_hit,
+        "ha": MPSchedulerAdapter(s_hit),
         "so": MPSchedulerAdapter(s_old),
         "w": w_new,
         "wa": MPWorkerAdapter(w_new),
@@ -70,10 +74,16 @@ def main() -> int:
     }
     rows = [
         (
-            "check_lookup_result: adapter / own bound method",
+            "check_lookup_result (hit): adapter / own bound method",
+            "ha.check_lookup_result('r')",
+            "h.check_lookup_result('r')",
+            1.6,
+        ),
+        (
+            "check_lookup_result (0 hits: reads is_healthy): adapter / own",
             "sa.check_lookup_result('r')",
             "s.check_lookup_result('r')",
-            1.6,
+            2.0,
         ),
         (
             "lookup (0.5.6, salt): adapter / maybe_submit_lookup_request",

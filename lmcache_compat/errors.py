@@ -13,6 +13,8 @@ __all__ = [
     "InvalidSourceError",
     "LMCacheCompatError",
     "LMCacheVersionError",
+    "MPServerError",
+    "MPVersionMismatchError",
     "MalformedResultError",
     "MetadataError",
     "MissingCapabilityError",
@@ -99,6 +101,37 @@ class UnsupportedArgumentError(LMCacheCompatError, TypeError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.argument, str(self)))
+
+
+class MPServerError(LMCacheCompatError):
+    """An exchange with an LMCache multi-process server failed or timed out, so its answer cannot
+    be trusted (e.g. ``check_lookup_result`` reported 0 hits while the release's adapter marked
+    the server unhealthy), or a server's HTTP front end could not be asked for its release.
+
+    The message names the client's LMCache release and the server's where it is known, and says
+    that a client/server version mismatch is one possible cause.
+    """
+
+
+class MPVersionMismatchError(MPServerError, ValueError):
+    """A server's HTTP front end reports an LMCache release other than the installed one (checked
+    by ``MPSchedulerAdapter.create`` / ``MPWorkerAdapter.create`` when ``MPConfig.http_urls``
+    names the front ends). ``client``, ``server`` and ``url`` hold what was compared."""
+
+    def __init__(self, message: str, *, client: str | None, server: str, url: str) -> None:
+        self.client = client
+        self.server = server
+        self.url = url
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_mismatch, (str(self), self.client, self.server, self.url))
+
+
+def _rebuild_mismatch(
+    message: str, client: str | None, server: str, url: str
+) -> MPVersionMismatchError:
+    return MPVersionMismatchError(message, client=client, server=server, url=url)
 
 
 class LMCacheVersionError(LMCacheCompatError, ValueError):

@@ -17,19 +17,20 @@ from types import ModuleType
 from typing import Any, ClassVar, NoReturn, TypeVar
 
 from lmcache_compat import locations as loc
-from lmcache_compat.adapter import BoundAdapter
+from lmcache_compat.adapter import BoundAdapter, _property_getter
 from lmcache_compat.arguments import Downgrades
 from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER, Capability, fallback_table
 from lmcache_compat.errors import NotAnEngineError
 from lmcache_compat.mp_calls import (
     Pack,
     load_store_op_factory,
+    mp_check_lookup_result,
     mp_free_lookup_locks,
     mp_lookup,
     mp_register_kv_caches,
     mp_submit,
 )
-from lmcache_compat.mp_config import MPConfig, mp_init_call
+from lmcache_compat.mp_config import SERVERS, MPConfig, mp_init_call
 from lmcache_compat.probes import facts_for_class
 from lmcache_compat.tokens import key_encoding, token_field
 
@@ -105,11 +106,15 @@ def mp_init_kwargs(
 
 
 class _MPAdapter(BoundAdapter):
-    __slots__ = ("allow", "is_healthy")
+    __slots__ = ("allow", "is_healthy", "servers")
     _PLACE: ClassVar[loc.Place]
 
     is_healthy: Callable[[], bool]
     allow: Iterable[str] | bool
+    #: ``{server URL: its LMCache release, or None when unknown}`` for the servers the adapter
+    #: talks to, as :meth:`create` learned them (``MPConfig.http_urls``); ``{}`` when the
+    #: release's adapter was wrapped directly. Error messages read it.
+    servers: dict[str, str | None]
 
     @classmethod
     def create(
@@ -127,6 +132,12 @@ class _MPAdapter(BoundAdapter):
         ``module``: where the classes live (default: found in the installed LMCache, see
         :mod:`lmcache_compat.locations`; imported now). ``allow``: argument names whose
         downgrade is accepted (see :mod:`lmcache_compat.arguments`), or ``True`` for all.
+
+        With ``config.http_urls``, each server this adapter talks to is asked for its release
+        over HTTP first (:mod:`lmcache_compat.mp_server`, a short timeout, nothing connected
+        yet): :class:`~lmcache_compat.errors.MPVersionMismatchError` if it is not the installed
+        LMCache, :class:`~lmcache_compat.errors.MPServerError` if a front end cannot be reached.
+        A front end that does not report its release leaves it unknown.
         """
         from lmcache_compat.versions import version_or_none
 
@@ -134,20 +145,32 @@ class _MPAdapter(BoundAdapter):
         adapter_cls = vars(mod).get(cls._PLACE.name)
         if not isinstance(adapter_cls, type):
             raise NotAnEngineError(f"{mod.__name__} has no {cls._PLACE.name} class")
+        version = version_or_none("lmcache")
         kwargs = mp_init_kwargs(
             adapter_cls,
             config,
             context,
             parallel_strategy_cls=vars(mod).get(loc.PARALLEL_STRATEGY.name),
             allow=allow,
-            version=version_or_none("lmcache"),
+            version=version,
         )
-        return cls(adapter_cls(**kwargs), require=require, strict=strict, allow=allow)  # type: ignore[call-arg]
+        urls = kwargs[SERVERS] if SERVERS in kwargs else [kwargs["server_url"]]
+        pairs = [(url, config.http_url_for(url)) for url in urls]
+        if config.http_urls is not None:
+            from lmcache_compat.mp_server import check_server_releases
+
+            servers = check_server_releases(pairs, client=version)
+        else:
+            servers = dict.fromkeys(urls)
+        adapter = cls(adapter_cls(**kwargs), require=require, strict=strict, allow=allow)  # type: ignore[call-arg]
+        adapter.servers.update(servers)
+        return adapter
 
     def _bind_allow(self, allow: Iterable[str] | bool) -> Downgrades:
         if not isinstance(allow, bool):
             allow = frozenset((allow,) if isinstance(allow, str) else allow)
         self._set("allow", allow)
+        self._set("servers", {})
         return Downgrades(allow, self.capabilities.cls_name, self.lmcache_version)
 
 
@@ -159,8 +182,16 @@ class MPSchedulerAdapter(_MPAdapter):
     from 0.5.7rc2 a ``bool`` (whether a LOOKUP went out). ``free_lookup_locks(token_ids, start,
     end, request_id, *, cache_salt, request_configs, extra_ranges)``. Token ids are a sequence
     of ints, packed with the release's own codec where it takes bytes.
-    ``check_lookup_result``, ``cleanup_lookup_result`` and ``num_blocks_per_chunk`` are the
-    release's own.
+    ``cleanup_lookup_result`` and ``num_blocks_per_chunk`` are the release's own.
+
+    ``check_lookup_result(request_id)`` returns the release's hit count (``None``: not finished)
+    and never reports a failed exchange as zero hits: where the release has a health property
+    (``is_healthy``), a 0 while that property says unhealthy (the server did not answer within
+    ``mq_timeout``: down, overloaded, or of another release that cannot decode the request)
+    raises :class:`~lmcache_compat.errors.MPServerError`, naming the client's LMCache release,
+    the server's where known (``MPConfig.http_urls``) and a possible version mismatch. Before
+    the health property existed the release cannot tell a lost reply from a miss; its own method
+    is bound (a lost reply stays ``None``, or blocks where that release waits without a timeout).
     """
 
     __slots__ = (
@@ -199,6 +230,19 @@ class MPSchedulerAdapter(_MPAdapter):
         self, facts, target_cls = cls._build(target, require, strict)
         downgrades = self._bind_allow(allow)
         name = self.capabilities.cls_name
+        if Capability.MP_HEALTH_CHECK in self.capabilities:
+            from lmcache_compat.mp_server import lookup_failure
+
+            client, servers, where = self.lmcache_version, self.servers, name.rsplit(".", 1)[-1]
+
+            def failure(request_id: str) -> Exception:  # create() fills `servers` in place
+                return lookup_failure(request_id, client, servers, where)
+
+            health = _property_getter(target_cls, Capability.MP_HEALTH_CHECK.spec.method)
+            self._set(
+                "check_lookup_result",
+                mp_check_lookup_result(self.target.check_lookup_result, health, target, failure),
+            )
         lookup_facts = facts.surface["maybe_submit_lookup_request"]
         pack = _release_packer(target_cls, key_encoding(lookup_facts, 1) == "packed")
         self._set(

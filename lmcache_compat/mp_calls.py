@@ -27,6 +27,7 @@ from lmcache_compat.tokens import Encoding, key_encoding, token_field
 __all__ = [
     "Pack",
     "load_store_op_factory",
+    "mp_check_lookup_result",
     "mp_free_lookup_locks",
     "mp_lookup",
     "mp_register_kv_caches",
@@ -243,6 +244,39 @@ def _lookup_positional(
         return method(request_id, token_ids, cache_salt or "", request_configs, reserve_last_token)
 
     return lookup_ids
+
+
+def mp_check_lookup_result(
+    method: Callable[[str], Any],
+    health: Callable[[Any], bool],
+    target: object,
+    failure: Callable[[str], Exception],
+) -> Callable[[str], Any]:
+    """``check_lookup_result(request_id)`` over the release's own, for releases whose adapter
+    has a health property (``is_healthy``, Capability.MP_HEALTH_CHECK; ``health`` is that
+    property's getter, read on ``target``, as the release's own callers read it).
+
+    Those releases answer 0 when an exchange with the server failed or timed out (no reply
+    within ``mq_timeout``: the server is down, or cannot decode a request of another release)
+    and mark the server unhealthy. A falsy result is therefore checked against the health
+    property: 0 while it says unhealthy raises ``failure(request_id)`` (an
+    :class:`~lmcache_compat.errors.MPServerError`) instead of reading as zero hits. A hit, and
+    ``None`` (not finished), are returned at once: health is read only for a 0.
+
+    Releases without health (before the capability) cannot tell a lost reply from a miss: the
+    adapter binds their own method (a lost reply stays ``None``, or blocks where the release
+    waits without a timeout; it never becomes 0 there).
+    """
+
+    def check_lookup_result(request_id: str) -> Any:
+        result = method(request_id)
+        if result or result is None:
+            return result
+        if health(target):
+            return result
+        raise failure(request_id)
+
+    return check_lookup_result
 
 
 def mp_free_lookup_locks(

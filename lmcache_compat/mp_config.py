@@ -34,6 +34,12 @@ class MPConfig:
     a sequence of characters; a set is refused: rank ``r`` talks to the ``r``-th block of
     servers, so the order carries meaning). ``world_size``/``rank`` are vLLM's; the MLA
     adjustment older releases need is done here.
+
+    ``http_urls`` (optional): the servers' HTTP front ends (``http://HOST:PORT``), one per
+    server URL, in the same order. When given, ``create()`` asks each server the adapter talks
+    to for its LMCache release (:mod:`lmcache_compat.mp_server`) and raises
+    :class:`~lmcache_compat.errors.MPVersionMismatchError` if it is not the installed one: the
+    MP protocol itself cannot be asked, and a mismatch otherwise shows only as timed-out lookups.
     """
 
     server_urls: str | Sequence[str]
@@ -50,23 +56,24 @@ class MPConfig:
     extra_config: Mapping[str, Any] | None = None
     enable_kv_events: bool = False
     required_chunk_alignment: int | None = None
+    http_urls: str | Sequence[str] | None = None
 
     def __post_init__(self) -> None:
-        urls = self.server_urls
-        if isinstance(urls, (bytes, bytearray)):
-            raise TypeError("server_urls: give str URLs, not bytes")
-        if isinstance(urls, (set, frozenset, Mapping)) or not isinstance(urls, (str, Sequence)):
-            raise TypeError(
-                f"server_urls: give a URL string or an ordered sequence (list/tuple) of them, "
-                f"not a {type(urls).__name__}: which rank reaches which server depends on the "
-                "order"
-            )
-        urls = (urls,) if isinstance(urls, str) else tuple(urls)
-        if not urls or not all(isinstance(u, str) and u.strip() for u in urls):
-            raise ValueError(
-                f"server_urls: expected one or more non-empty URL strings, got {urls!r}"
-            )
+        urls = _url_tuple("server_urls", self.server_urls)
         object.__setattr__(self, "server_urls", urls)
+        if self.http_urls is not None:
+            http = _url_tuple("http_urls", self.http_urls)
+            if len(http) != len(urls):
+                raise ValueError(
+                    f"http_urls: {len(http)} URLs for {len(urls)} server_urls; give one HTTP "
+                    "front end per server, in the same order"
+                )
+            bad = [u for u in http if not u.startswith(("http://", "https://"))]
+            if bad:
+                raise ValueError(
+                    f"http_urls: {bad!r} are not http(s):// URLs of the servers' HTTP front ends"
+                )
+            object.__setattr__(self, "http_urls", http)
         for name in ("block_size", "world_size", "tp_size", "pp_size", "dcp_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -100,12 +107,34 @@ class MPConfig:
     def kv_rank(self) -> int:
         return self.rank // self.tp_size if self.use_mla else self.rank
 
+    def http_url_for(self, server_url: str) -> str | None:
+        """The HTTP front end given for ``server_url`` (``None`` when none was given)."""
+        if self.http_urls is None or server_url not in self.urls:
+            return None
+        return tuple(self.http_urls)[self.urls.index(server_url)]
+
     def local_server_url(self) -> str:
         """The worker's server: ranks are spread over servers in contiguous blocks, as LMCache
         0.5.x's own connector does."""
         urls = self.urls
         per_server = max(1, self.world_size // len(urls))
         return urls[min(self.rank // per_server, len(urls) - 1)]
+
+
+def _url_tuple(name: str, urls: object) -> tuple[str, ...]:
+    """A URL string or an ordered sequence of them, as a tuple (a string is never split)."""
+    if isinstance(urls, (bytes, bytearray)):
+        raise TypeError(f"{name}: give str URLs, not bytes")
+    if isinstance(urls, (set, frozenset, Mapping)) or not isinstance(urls, (str, Sequence)):
+        raise TypeError(
+            f"{name}: give a URL string or an ordered sequence (list/tuple) of them, "
+            f"not a {type(urls).__name__}: which rank reaches which server depends on the "
+            "order"
+        )
+    out = (urls,) if isinstance(urls, str) else tuple(urls)
+    if not out or not all(isinstance(u, str) and u.strip() for u in out):
+        raise ValueError(f"{name}: expected one or more non-empty URL strings, got {out!r}")
+    return out
 
 
 def _names(facts: MethodFacts) -> set[str]:
