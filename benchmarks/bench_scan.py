@@ -2,7 +2,7 @@
 
 Run where real vLLM + torch are installed (the real-import tox env):
 
-    tox exec -e real-vllm0.32.0 -- python benchmarks/bench_scan.py [--release 0.5.6]
+    tox exec -e grid-vllm0.32.0 -- python benchmarks/bench_scan.py [--release 0.5.6]
 
 The release is installed with ``--no-deps --target`` into a temporary directory and put on
 ``PYTHONPATH`` of fresh processes, so ``scan()`` finds it through ``importlib.metadata`` exactly

@@ -161,19 +161,33 @@ class Grid:
                 best = t
         return best
 
-    def first_ok(self, tier: VllmTier, connector: str, aspect: str) -> str | None:
-        """The oldest LMCache release of ``tier``'s pairs from which ``aspect`` of ``connector``
-        is ``ok`` (or ``n/a``) for every later measured release: the upgrade target."""
+    def ok_span(self, tier: VllmTier, connector: str, aspect: str) -> tuple[str, str | None] | None:
+        """The upgrade target for ``aspect`` of ``connector`` on ``tier``: ``(first, stop)``,
+        where ``first`` is the oldest measured LMCache release from which the aspect is ``ok``
+        (or ``n/a``) on every later release the connector builds with, and ``stop`` the oldest
+        later release it does not build with (``None``: none). ``None`` when the newest
+        release that builds is not ok."""
         from packaging.version import Version
 
+        def cell(version: str, name: str) -> Cell | None:
+            run = tier.pairs[version].connectors.get(connector)
+            return run.cells.get(name) if run is not None else None
+
+        def builds(version: str) -> bool:
+            built = cell(version, "builds")
+            return built is None or built.status != "broken"
+
+        versions = sorted(tier.pairs, key=Version)
         first = None
-        for version in sorted(tier.pairs, key=Version, reverse=True):
-            cell = tier.pairs[version].connectors.get(connector)
-            status = cell.cells.get(aspect) if cell is not None else None
+        for version in reversed([v for v in versions if builds(v)]):
+            status = cell(version, aspect)
             if status is None or status.status not in ("ok", "n/a"):
                 break
             first = version
-        return first
+        if first is None:
+            return None
+        stop = next((v for v in versions if Version(v) > Version(first) and not builds(v)), None)
+        return first, stop
 
 
 def tier_from_json(vllm: str, data: Mapping[str, Any]) -> VllmTier:

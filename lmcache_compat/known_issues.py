@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmcache_compat.catalog import Capability
+from lmcache_compat.grid import CONNECTOR_KEYS
 from lmcache_compat.locations import VLLM_LMCACHE_CONNECTOR
 
 if TYPE_CHECKING:
@@ -73,6 +74,10 @@ class KnownIssue:
     #: the lmcache-compat connector cannot be built for the installed pair).
     fixes: tuple[str, ...]
     source: Literal["verified", "scanned", "reference"]
+    #: The grid aspect (:data:`lmcache_compat.grid.ASPECTS`) the row is about: for a measured
+    #: pair the measurement replaces the row, unless it recorded ``n/a`` (a fallback ran; the
+    #: row says what the fallback loses). ``None``: the grid does not measure it.
+    aspect: str | None = None
 
     @property
     def lmcache_specifiers(self) -> tuple[str, ...]:
@@ -118,6 +123,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "(AttributeError)",
         (UPGRADE, USE_COMPAT),
         "scanned",
+        aspect="step",
     ),
     KnownIssue(
         "unguarded-get-kv-events",
@@ -128,6 +134,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "vLLM calls get_kv_events() unguarded every step; this LMCache lacks it (AttributeError)",
         (UPGRADE, USE_COMPAT),
         "scanned",
+        aspect="events",
     ),
     KnownIssue(
         "vllm-no-load-failure-path",
@@ -139,28 +146,19 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "used as if it had loaded (no recompute, no error)",
         ("upgrade vLLM to >= 0.11.2",),
         "verified",
+        aspect="load_failures",
     ),
     KnownIssue(
         "no-load-error-reporting",
         (">=0.11.2",),
         Lacks(Capability.LOAD_ERROR_REPORTING),
-        "vllm",
+        "any",
         "degraded",
         "KV load failures cannot be detected: requests may compute on missing KV "
         "(no get_block_ids_with_load_errors)",
         (UPGRADE,),
         "scanned",
-    ),
-    KnownIssue(
-        "event-lora-name",
-        (">=0.14.1",),
-        (">=0.3.10.post2,<=0.3.12",),
-        "vllm",
-        "broken",
-        "vLLM's BlockStored requires lora_name from 0.14.1; LMCache's events lack it before "
-        "0.3.13, so converting a KV event raises TypeError (with KV events enabled)",
-        ("upgrade LMCache to >= 0.3.13", USE_COMPAT),
-        "reference",
+        aspect="load_failures",
     ),
     KnownIssue(
         "mp-server-url-misbinding",
@@ -204,6 +202,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         "stopped cleanly",
         (USE_COMPAT + " (it forwards shutdown)",),
         "reference",
+        aspect="shutdown",
     ),
 )
 
@@ -293,9 +292,12 @@ def _measured_issues(
         other = pair.connectors.get("compat")
         for aspect, cell in run.problems():
             fixes: list[str] = []
-            first = grid.first_ok(tier, key, aspect)
-            if first is not None and Version(first) > Version(Version(lmcache).public):
-                fixes.append(f"upgrade LMCache to >= {first}")
+            span = grid.ok_span(tier, key, aspect)
+            if span is not None and Version(span[0]) > Version(Version(lmcache).public):
+                first, stop = span
+                fixes.append(
+                    f"upgrade LMCache to >= {first}" + (f", < {stop}" if stop is not None else "")
+                )
             compat_cell = other.cells.get(aspect) if other is not None and key != "compat" else None
             if compat_buildable and compat_cell is not None and compat_cell.status in ("ok", "n/a"):
                 fixes.append(USE_COMPAT)
@@ -354,18 +356,29 @@ def verdict(
     except LMCacheVersionError as exc:
         return {"verdict": "unknown", "issues": [], "reason": str(exc), "notes": []}
     measured, notes = _measured_issues(vllm, lmcache, compat_buildable)
-    pair_measured = _pair_was_measured(vllm, lmcache)
     rows = [
         issue_json(row, compat_buildable)
         for row in KNOWN_ISSUES
-        if applies(row, v, lm) and not (pair_measured and row.connector in _MEASURED)
+        if applies(row, v, lm) and not _measured_instead(row, vllm, lmcache)
     ]
     issues = (measured or []) + rows
     return {"verdict": overall(issues), "issues": issues, "reason": None, "notes": notes}
 
 
-def _pair_was_measured(vllm: str, lmcache: str) -> bool:
+def _measured_instead(row: KnownIssue, vllm: str, lmcache: str) -> bool:
+    """Whether the grid's measurement of the pair replaces ``row``: the pair was measured (or
+    leans on a measured vLLM), the row concerns a measured connector, and every measured
+    connector it concerns recorded its aspect as something other than ``n/a``. A row the grid
+    does not measure (no aspect) stays, as does one whose aspect ran a fallback (``n/a``): the
+    row says what the fallback loses."""
     from lmcache_compat.grid import load_grid
 
     tier = load_grid().leans_on(vllm)
-    return tier is not None and tier.pair(lmcache) is not None
+    pair = tier.pair(lmcache) if tier is not None else None
+    if pair is None or row.connector not in _MEASURED:
+        return False
+    if row.aspect is None:
+        return True
+    keys = CONNECTOR_KEYS if row.connector == "any" else (row.connector,)
+    cells = [pair.connectors[k].cells.get(row.aspect) for k in keys if k in pair.connectors]
+    return bool(cells) and all(c is not None and c.status != "n/a" for c in cells)

@@ -74,7 +74,7 @@ def pick(files: list[dict[str, Any]], pre: bool = False) -> dict[str, dict[str, 
 
 
 def fetch(f: dict[str, Any], cache: Path, offline: bool) -> Path:
-    path = cache / f["filename"]
+    path: Path = cache / f["filename"]
     if not path.exists():
         if offline:
             raise SystemExit(f"{path} is not in the cache and --offline was given")

@@ -23,7 +23,6 @@ CALLS: dict[str, tuple[object, ...]] = {
 }
 
 
-
 def check_row_behaviour(row: ReleaseRow) -> None:
     engine = instantiate(fake_from_row(row))
     adapter = ConnectorAdapter(engine)

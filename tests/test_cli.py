@@ -66,12 +66,23 @@ def test_doctor_with_an_old_release(
     assert report["vllm"] == "0.32.0"
     assert report["verdict"] == "broken"
     keys = {i["key"] for i in report["issues"]}
-    assert {"unguarded-get-kv-events", "no-load-error-reporting"} <= keys
+    assert {"measured-events", "measured-step"} <= keys  # the shipped grid measured this pair
     assert any("could not scan" in n for n in report["notes"])  # metadata faked, no files
     assert main(["doctor"]) == 1
     out = capsys.readouterr().out
     assert "KV load failures cannot be detected" in out
-    assert "BROKEN" in out and "fix: upgrade LMCache to >= 0.3.10.post2" in out
+    assert "BROKEN" in out and "KV cache events are not delivered: AttributeError" in out
+
+
+def test_doctor_offers_the_upgrade_that_fixes_a_measured_pair() -> None:
+    from lmcache_compat.known_issues import verdict
+
+    issues = verdict("0.32.0", "0.3.9")["issues"]
+    events = next(i for i in issues if i["key"] == "measured-events")
+    # vLLM's connector cannot be built over 0.5.7rc2 (the adapter moved), so the upgrade
+    # offered stops before it
+    assert "upgrade LMCache to >= 0.3.10.post2, < 0.5.7rc2" in events["fixes"]
+    assert "use the lmcache-compat connector" in events["fixes"]
 
 
 def test_doctor_with_garbage_metadata(

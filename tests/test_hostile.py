@@ -25,6 +25,7 @@ from lmcache_compat import (
     probe,
 )
 from lmcache_compat import budgets as sources_mod
+from lmcache_compat.budgets import BUDGETS, Meter
 from lmcache_compat.cli import main
 from lmcache_compat.errors import (
     BudgetExceededError,
@@ -34,7 +35,6 @@ from lmcache_compat.errors import (
 )
 from lmcache_compat.matrix import load_matrix
 from lmcache_compat.scanner import scan
-from lmcache_compat.budgets import BUDGETS, Meter
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_tree, make_wheel, metadata
 from tests.fakes import Fake_0_5_6
 from tests.generated_fakes import fake_module, instantiate

@@ -1,8 +1,8 @@
 """Install LMCache releases side by side (``--target`` dirs) and introspect each one in a fresh
 process beside the real vLLM of this environment.
 
-Used by ``test_real_import.py`` and by ``scripts/record_vllm_imports.py`` (which writes the
-shipped import facts). Nothing here runs in the unit tier.
+Used by ``test_real_import.py``, which checks the fresh-process imports against the grid's
+measured imports (``lmcache_compat/data/vllm_grid.json``). Nothing here runs in the unit tier.
 """
 
 from __future__ import annotations
@@ -37,9 +37,19 @@ def quiet_env(tmp: Path) -> dict[str, str]:
     return env
 
 
+def release_dir(version: str, dest: Path) -> Path:
+    """Where :func:`install` puts (or finds) LMCache ``version``: the grid tier's shared
+    ``$LMCACHE_GRID_RELEASES/VERSION`` when it holds the release, else ``dest/VERSION``."""
+    shared = os.environ.get("LMCACHE_GRID_RELEASES")
+    if shared and (Path(shared) / version / "lmcache").is_dir():
+        return Path(shared) / version
+    return dest / version
+
+
 def install(version: str, dest: Path) -> Path:
-    """``uv pip install --no-deps --target dest/VERSION lmcache==VERSION`` (kept if present)."""
-    target = dest / version
+    """``uv pip install --no-deps --target dest/VERSION lmcache==VERSION`` (kept if present;
+    the grid tier's copy when there is one, see :func:`release_dir`)."""
+    target = release_dir(version, dest)
     if (target / "lmcache").is_dir():
         return target
     uv = shutil.which("uv") or "uv"

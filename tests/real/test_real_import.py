@@ -1,36 +1,35 @@
-"""The real-import tier: real vLLM 0.32.0 + torch 2.13.0 (CPU) + every LMCache wheel release.
+"""The real-import checks beside real vLLM (the ``grid-vllm0.32.0`` and ``grid-vllm0.33.0`` tiers)
++ torch 2.13.0 (CPU) + every LMCache wheel release.
 
 Each release is installed with ``--no-deps --target`` and imported in its own process beside
 this environment's vLLM. For each release whose modules import, ``probe()`` on the real
 ``LMCacheConnectorV1Impl`` must equal the static scan of the same files (and the shipped matrix
 row), and the live surfaces of every imported class must equal the scanned ones. Which modules
-import and which fail (and how) must equal the facts shipped in
-``lmcache_compat/data/vllm_imports.json``.
+import and which fail (and how) must equal the shipped grid's import facts for this vLLM
+(``lmcache_compat/data/vllm_grid.json``, recorded by the grid tier's forked children: this is
+the same question asked of a fresh interpreter per release).
 """
 
 from __future__ import annotations
 
 import json
 from importlib import metadata
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from lmcache_compat.grid import load_grid
 from lmcache_compat.matrix import load_matrix
 from lmcache_compat.scanner import scan
-from tests.real.sweep import module_facts, present_modules, sweep
+from tests.real.sweep import module_facts, present_modules, release_dir, sweep
 
 pytestmark = pytest.mark.real
 
-VLLM = "0.32.0"  # the tox env pins it; the vllm_version fixture checks
+#: The vLLM releases whose tiers run this module (tox.ini).
+VLLMS = ("0.32.0", "0.33.0")
 MATRIX = load_matrix()
 WHEEL_RELEASES = [r.version for r in MATRIX.rows if r.artifact.endswith(".whl")]
-SHIPPED: dict[str, dict[str, str]] = json.loads(
-    files("lmcache_compat").joinpath("data", "vllm_imports.json").read_text()
-)["vllm"][VLLM]["releases"]
-IMPORTING = [v for v in WHEEL_RELEASES if SHIPPED[v]["vllm_v1_adapter"] == "ok"]
 #: Releases the issues name explicitly: their adapters must import with this vLLM.
 MUST_IMPORT = [
     "0.3.9",
@@ -46,20 +45,24 @@ MUST_IMPORT = [
     "0.5.0",
     "0.5.5",
     "0.5.6",
+    "0.5.7rc2",
 ]
 
 
 @pytest.fixture(scope="session")
 def vllm_version() -> str:
-    version = metadata.version("vllm")  # PackageNotFoundError here: not the real tier's env
-    assert version == VLLM
+    version = metadata.version("vllm")  # PackageNotFoundError here: not a real tier's env
+    assert version in VLLMS
     assert metadata.version("torch").startswith("2.13.0")
     return version
 
 
 @pytest.fixture(scope="session")
 def shipped(vllm_version: str) -> dict[str, dict[str, str]]:
-    return SHIPPED
+    """The shipped grid's import facts for this vLLM."""
+    tier = load_grid().tier(vllm_version)
+    assert tier is not None, f"vLLM {vllm_version} is not in the shipped grid"
+    return {release: dict(modules) for release, modules in tier.imports.items()}
 
 
 @pytest.fixture(scope="session")
@@ -73,10 +76,12 @@ def results(work: Path, vllm_version: str) -> dict[str, dict[str, Any]]:
 
 
 def test_import_outcomes_are_the_shipped_facts(
-    results: dict[str, dict[str, Any]], shipped: dict[str, dict[str, str]]
+    results: dict[str, dict[str, Any]], shipped: dict[str, dict[str, str]], work: Path
 ) -> None:
     observed = {
-        v: module_facts(results[v], present_modules(MATRIX.row(v).missing_classes))
+        v: module_facts(
+            results[v], present_modules(scan(release_dir(v, work / "releases")).modules)
+        )
         for v in WHEEL_RELEASES
     }
     assert observed == shipped
@@ -98,22 +103,27 @@ def test_old_releases_fail_as_documented(shipped: dict[str, dict[str, str]]) -> 
 def test_installed_files_scan_to_the_matrix_row(
     version: str, results: dict[str, dict[str, Any]], work: Path
 ) -> None:
-    static = scan(work / "releases" / version).to_json()
+    static = scan(release_dir(version, work / "releases")).to_json()
     row = MATRIX.row(version)
     assert static["lmcache_version"] == version
     assert static["capabilities"] == dict(row.capabilities)
     assert static["surfaces"] == {k: dict(v) for k, v in row.surfaces.items()}
 
 
-@pytest.mark.parametrize("version", IMPORTING)
+@pytest.mark.parametrize("version", WHEEL_RELEASES)
 def test_probe_on_the_real_class_equals_the_static_scan(
-    version: str, results: dict[str, dict[str, Any]], work: Path
+    version: str,
+    results: dict[str, dict[str, Any]],
+    work: Path,
+    shipped: dict[str, dict[str, str]],
 ) -> None:
     from lmcache_compat.catalog import owned_by
     from lmcache_compat.surface import class_capabilities
 
+    if shipped[version].get("vllm_v1_adapter") != "ok":
+        pytest.skip(f"LMCache {version}'s adapter does not import beside this vLLM")
     result = results[version]
-    scanned = scan(work / "releases" / version)
+    scanned = scan(release_dir(version, work / "releases"))
     static = scanned.to_json()
     connector_rows = {c.value for c in owned_by("LMCacheConnectorV1Impl")}
     assert result["capabilities"] == {
@@ -152,7 +162,7 @@ def test_mp_adapter_calls_bind_to_the_real_classes(
     from tests.real.sweep import ROOT, quiet_env
 
     env = quiet_env(work / "tmp" / f"mp-{version}")
-    env["PYTHONPATH"] = os.pathsep.join([str(work / "releases" / version), str(ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([str(release_dir(version, work / "releases")), str(ROOT)])
     r = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "real" / "mp_binding.py")],
         capture_output=True,
@@ -165,7 +175,7 @@ def test_mp_adapter_calls_bind_to_the_real_classes(
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["errors"] == [], summary["errors"][0]
     assert summary["bound"] > 100, summary
-    assert str(work / "releases" / version) in summary["module"]
+    assert str(release_dir(version, work / "releases")) in summary["module"]
 
 
 @pytest.mark.parametrize(
@@ -183,7 +193,7 @@ def test_doctor_beside_real_vllm(
     from tests.real.sweep import ROOT, quiet_env
 
     env = quiet_env(work / "tmp" / f"doctor-{version}")
-    env["PYTHONPATH"] = os.pathsep.join([str(work / "releases" / version), str(ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([str(release_dir(version, work / "releases")), str(ROOT)])
     r = subprocess.run(
         [sys.executable, "-m", "lmcache_compat", "doctor", "--json"],
         capture_output=True,
@@ -193,7 +203,11 @@ def test_doctor_beside_real_vllm(
     )
     assert r.returncode == code, r.stderr
     report = json.loads(r.stdout)
-    assert (report["vllm"], report["lmcache"], report["verdict"]) == ("0.32.0", version, verdict)
+    assert (report["vllm"], report["lmcache"], report["verdict"]) == (
+        metadata.version("vllm"),
+        version,
+        verdict,
+    )
     present = {c["capability"]: c["present"] for c in report["capabilities"]}
     assert present == dict(MATRIX.row(version).capabilities)
     native = [s for s in report["engine_sources"] if "vendored" in s["source"]]

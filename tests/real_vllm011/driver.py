@@ -60,14 +60,13 @@ from tests.real.scheduler.compat_driver import (
     COMPAT_LOGGER,
     EXTRA,
     FAILED_CHUNK,
-    LMCACHE_ADAPTER_LOGGER,
-    LMCACHE_MANAGER_LOGGER,
     MAX_STEPS,
     OURS,
     OURS_MODULE,
     PROMPT_TOKENS,
     STORED_TOKENS,
     VLLMS,
+    lmcache_loggers,
     run_driver,
 )
 from tests.real_vllm011 import helpers as v11
@@ -156,9 +155,10 @@ def _build_scheduler(tmp: Path, name: str, module: str | None) -> tuple[Any, lis
 
 
 def _capture_lmcache_shutdown() -> tuple[ExitStack, h.LogCapture, h.LogCapture]:
+    adapter_logger, manager_logger = lmcache_loggers()
     stack = ExitStack()
-    adapter = stack.enter_context(h.capture_logs(LMCACHE_ADAPTER_LOGGER))
-    manager = stack.enter_context(h.capture_logs(LMCACHE_MANAGER_LOGGER))
+    adapter = stack.enter_context(h.capture_logs(adapter_logger))
+    manager = stack.enter_context(h.capture_logs(manager_logger))
     return stack, adapter, manager
 
 

@@ -60,7 +60,7 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
     except metadata.PackageNotFoundError:
         installed = None
     if installed != VLLM:  # e.g. `pytest -m real tests` in the vLLM 0.32.0 env
-        pytest.skip(f"needs vLLM {VLLM} (tox -e real-vllm0.11.0); installed: {installed}")
+        pytest.skip(f"needs vLLM {VLLM} (tox -e grid-vllm0.11.0); installed: {installed}")
     work = tmp_path_factory.mktemp("compat011")
     return run_drivers("tests.real_vllm011.driver", RELEASES, work)
 
@@ -172,7 +172,7 @@ def test_vllm_builds_our_connector_in_both_roles_with_two_arguments(full: dict[s
     assert len(worker["capabilities"]) == 8
     # kv_events is a capability of 0.5.6, but vLLM 0.11.0 has no path for the events
     assert "kv_events" in worker["capabilities"]
-    assert sched["kv_events_bound_to"] == "_no_events"
+    assert sched["kv_events_bound_to"] == "no_events"  # lmcache_compat.vllm_binding.no_events
 
 
 @pytest.mark.parametrize("mode", ["full", "post1", "lacking"])

@@ -61,8 +61,6 @@ OURS = "LMCacheCompatConnector"
 OURS_MODULE = "lmcache_compat.vllm"
 VLLMS = "LMCacheConnectorV1"
 COMPAT_LOGGER = "lmcache_compat.vllm"
-LMCACHE_ADAPTER_LOGGER = "lmcache.integration.vllm.vllm_v1_adapter"
-LMCACHE_MANAGER_LOGGER = "lmcache.v1.manager"
 PROMPT_TOKENS = 64
 STORED_TOKENS = 48  # three 16-token blocks (and LMCache chunks) held "externally"
 FAILED_CHUNK = 1  # the second of them goes missing between lookup and load
@@ -231,12 +229,34 @@ def _feed(scheduler: Any, scheduler_output: Any, kv_output: Any) -> dict[int, An
     return result
 
 
+def lmcache_impl_class() -> type:
+    """The release's ``LMCacheConnectorV1Impl``, wherever it defines it (0.5.7rc2 moved it
+    under ``lmcache.inprocess``): found with ``lmcache_compat.resolve``, never by path."""
+    from lmcache_compat import locations as loc
+    from lmcache_compat.resolve import find
+
+    cls: type = find(loc.CONNECTOR_IMPL)
+    return cls
+
+
+def lmcache_loggers() -> tuple[str, str]:
+    """The loggers of the release's impl and of its ``LMCacheManager`` (LMCache names its
+    loggers after their modules, which 0.5.7rc2 moved)."""
+    import sys
+
+    impl_module = lmcache_impl_class().__module__
+    manager = getattr(sys.modules[impl_module], "LMCacheManager", None)
+    manager_module = manager.__module__ if manager is not None else "lmcache.v1.manager"
+    return impl_module, manager_module
+
+
 def _capture_lmcache_shutdown() -> Any:
     from contextlib import ExitStack
 
+    adapter_logger, manager_logger = lmcache_loggers()
     stack = ExitStack()
-    adapter = stack.enter_context(h.capture_logs(LMCACHE_ADAPTER_LOGGER))
-    manager = stack.enter_context(h.capture_logs(LMCACHE_MANAGER_LOGGER))
+    adapter = stack.enter_context(h.capture_logs(adapter_logger))
+    manager = stack.enter_context(h.capture_logs(manager_logger))
     return stack, adapter, manager
 
 
@@ -413,9 +433,13 @@ def two_worker_merge(scheduler: Any, engine: Any) -> dict[str, Any]:
 
 
 def vllm_connector_shutdown(tmp: Path) -> dict[str, Any]:
-    """Contrast: vLLM's in-tree connector's shutdown never reaches LMCache."""
+    """Contrast: vLLM's in-tree connector's shutdown never reaches LMCache (where it can be
+    built at all: it imports LMCache's adapter by its pre-0.5.7rc2 path)."""
     config = h.make_vllm_config(tmp / "vllm-own", VLLMS, extra_config=EXTRA)
-    scheduler = h.make_scheduler(config, num_blocks=64)
+    try:
+        scheduler = h.make_scheduler(config, num_blocks=64)
+    except Exception as exc:
+        return {"connector": None, "error": f"{type(exc).__name__}: {exc}"}
     stack, adapter_logs, manager_logs = _capture_lmcache_shutdown()
     with stack:
         scheduler.shutdown()
@@ -624,15 +648,19 @@ def run_driver(
     with h.timed(timings, "import_vllm_and_lmcache"):
         from importlib.metadata import version
 
-        import lmcache.integration.vllm.vllm_v1_adapter
+        import lmcache
         import vllm  # noqa: F401
 
         import lmcache_compat.vllm
+
+        impl_cls = lmcache_impl_class()
 
     report["vllm"] = version("vllm")
     report["torch"] = version("torch")
     report["lmcache"] = version("lmcache")
     report["lmcache_file"] = lmcache.__file__
+    report["impl"] = f"{impl_cls.__module__}.{impl_cls.__qualname__}"
+    report["lmcache_loggers"] = list(lmcache_loggers())
     report["compat_file"] = lmcache_compat.vllm.__file__
     if describe is not None:
         describe(report)
@@ -644,7 +672,9 @@ def run_driver(
 
 
 def main(argv: list[str]) -> int:
-    return run_driver(argv, {"full": run_full, "lacking": run_lacking})
+    # "full" runs with LMCache 0.5.6 and with 0.5.7rc2 (the tests name the modes after them)
+    runs = {"full-0.5.6": run_full, "full-0.5.7rc2": run_full, "lacking": run_lacking}
+    return run_driver(argv, runs)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ a worker reports ``connector.get_block_ids_with_load_errors()``. Nothing here ru
 worker: the scheduler, the KV cache manager and the scheduler-role connector are real, the
 worker's output is built by hand.
 
-Written against vLLM 0.32.0 (the ``real`` tier). Keyword arguments are filtered through
-``inspect.signature`` because the config and scheduler constructors change between releases.
-Every vLLM import is inside a function: this module imports without vLLM installed.
+Works with vLLM 0.11.0 ... 0.33.0 (the ``grid-vllm*`` tiers). Keyword arguments are filtered
+through ``inspect.signature`` because the config and scheduler constructors change between
+releases; the few other differences have small shims here (:func:`vllm_sha256`: ``sha256``
+lives in ``vllm.utils`` up to 0.11.0; ``Request`` requires ``eos_token_id`` up to 0.11.0;
+``ModelRunnerOutput.sampled_token_ids`` holds numpy arrays in 0.11.1 ... 0.12.x). Every vLLM
+import is inside a function: this module imports without vLLM installed.
 
 Setup cost (2-core machine): importing vLLM and LMCache takes 4-7 s; the first ``ModelConfig``
 in a fresh ``VLLM_CACHE_ROOT`` inspects the model class in a subprocess (6-11 s; the result is
@@ -20,7 +23,9 @@ cache-related environment (``tests.real.sweep.quiet_env``) before importing vLLM
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import importlib
 import inspect
 import json
 import logging
@@ -221,13 +226,27 @@ def make_scheduler(vllm_config: VllmConfig, num_blocks: int = 256) -> Scheduler:
     )
 
 
+def vllm_sha256() -> Callable[[Any], bytes]:
+    """vLLM's ``sha256`` block-hash function: ``vllm.utils.hashing`` (0.11.1 on) or
+    ``vllm.utils`` (0.11.0)."""
+    for name in ("vllm.utils.hashing", "vllm.utils"):
+        try:
+            module: Any = importlib.import_module(name)
+        except ImportError:
+            continue
+        fn = getattr(module, "sha256", None)
+        if callable(fn):
+            hasher: Callable[[Any], bytes] = fn
+            return hasher
+    raise ImportError("no sha256 in vllm.utils.hashing or vllm.utils")
+
+
 @functools.cache
 def _ensure_none_hash() -> None:
     """vLLM's block hasher needs ``init_none_hash`` once per process."""
-    from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import init_none_hash
 
-    init_none_hash(sha256)
+    init_none_hash(vllm_sha256())
 
 
 def prompt_tokens(request_id: str, num_tokens: int, vocab_size: int = 1000) -> list[int]:
@@ -247,7 +266,6 @@ def make_request(
 ) -> Request:
     """A text-only ``Request`` with prefix-cache block hashing (sha256, like vLLM's defaults)."""
     from vllm import SamplingParams
-    from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher
     from vllm.v1.request import Request
 
@@ -268,7 +286,9 @@ def make_request(
                 "sampling_params": sampling_params,
                 "pooling_params": None,
                 "mm_features": None,
-                "block_hasher": get_request_block_hasher(block_size, sha256),
+                "block_hasher": get_request_block_hasher(block_size, vllm_sha256()),
+                # required up to vLLM 0.11.0 (later read from the sampling params)
+                "eos_token_id": EOS_TOKEN_ID,
             },
         )
     )
@@ -305,11 +325,14 @@ def make_model_runner_output(
     from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
 
     req_ids = scheduled_request_ids(scheduler_output)
-    sampled: list[list[int]] = []
+    sampled: list[Any] = []
     for req_id in req_ids:
         request = scheduler.requests[req_id]
         done_prefill = request.num_computed_tokens >= request.num_tokens
         sampled.append([sampled_token_id] if done_prefill else [])
+    if _sampled_as_arrays():
+        np: Any = importlib.import_module("numpy")  # vLLM's dependency (untyped here)
+        sampled = [np.array(ids, dtype=np.int64) for ids in sampled]
     connector_output = KVConnectorOutput(
         **accepted_kwargs(
             KVConnectorOutput,
@@ -334,6 +357,17 @@ def make_model_runner_output(
             },
         )
     )
+
+
+@functools.cache
+def _sampled_as_arrays() -> bool:
+    """vLLM 0.11.1 ... 0.12.x declare ``ModelRunnerOutput.sampled_token_ids`` as
+    ``list[np.ndarray]`` (``update_from_output`` calls ``.tolist()`` on each); before and after,
+    ``list[list[int]]``."""
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    types = {f.name: str(f.type) for f in dataclasses.fields(ModelRunnerOutput)}
+    return "ndarray" in types.get("sampled_token_ids", "")
 
 
 def feed_output(
@@ -423,8 +457,19 @@ def inject_lmcache_lookup_hits(scheduler: Scheduler, stored: Mapping[str, int]) 
 
     statuses = getattr(client, "reqs_status", None)
 
+    def stored_for(lookup_id: str, token_ids: Sequence[int]) -> int:
+        if lookup_id in wanted:
+            return wanted[lookup_id]
+        # releases that look up under a fresh uuid (0.3.7 without async loading): the request
+        # is recognised by its prompt (harness.prompt_tokens is distinct per request id)
+        tokens = [int(t) for t in token_ids]
+        for request_id, count in wanted.items():
+            if prompt_tokens(request_id, len(tokens)) == tokens:
+                return count
+        return 0
+
     def lookup(token_ids: Sequence[int], lookup_id: str, *args: Any, **kwargs: Any) -> int:
-        hit = min(wanted.get(str(lookup_id), 0), len(token_ids))
+        hit = min(stored_for(str(lookup_id), token_ids), len(token_ids))
         if isinstance(statuses, dict):
             statuses[lookup_id] = hit
         return hit

@@ -1,22 +1,25 @@
-"""``lmcache_compat.vllm.LMCacheCompatConnector`` configured in a real vLLM 0.32.0 with real
-LMCache releases, one child process per release (``compat_driver.py``, whose docstring lists
-exactly what is real and what is injected):
+"""``lmcache_compat.vllm.LMCacheCompatConnector`` configured in a real vLLM (0.32.0 and 0.33.0:
+the ``grid-vllm0.32.0`` / ``grid-vllm0.33.0`` tiers) with real LMCache releases, one child process
+per release (``compat_driver.py``, whose docstring lists exactly what is real and what is
+injected):
 
-* LMCache 0.5.6 (``full``): vLLM builds our connector in both roles; the scheduler schedules a
-  request whose first 48 tokens LMCache holds (injected lookup reply); vLLM's own worker step
-  drives our worker-role connector over LMCache's real ``LMCacheConnectorV1Impl``, whose
-  ``start_load_kv`` finds one 16-token chunk missing (the injected stand-in for the CPU-less
-  ``LMCacheEngine`` returns it so) and records the failed block with its real
-  ``record_failed_blocks``; the ``KVConnectorOutput`` vLLM's worker step fills from OUR
-  ``get_block_ids_with_load_errors()`` goes back to the scheduler, which applies its
-  ``kv_load_failure_policy``. KV events flow the same way to the scheduler's publisher.
+* LMCache 0.5.6 and 0.5.7rc2 (``full-<release>``; 0.5.7rc2 moved the impl under
+  ``lmcache.inprocess``, where the driver finds it through ``lmcache_compat.resolve``): vLLM
+  builds our connector in both roles; the scheduler schedules a request whose first 48 tokens
+  LMCache holds (injected lookup reply); vLLM's own worker step drives our worker-role connector
+  over LMCache's real ``LMCacheConnectorV1Impl``, whose ``start_load_kv`` finds one 16-token
+  chunk missing (the injected stand-in for the CPU-less ``LMCacheEngine`` returns it so) and
+  records the failed block with its real ``record_failed_blocks``; the ``KVConnectorOutput``
+  vLLM's worker step fills from OUR ``get_block_ids_with_load_errors()`` goes back to the
+  scheduler, which applies its ``kv_load_failure_policy``. KV events flow the same way to the
+  scheduler's publisher.
 * LMCache 0.3.9 (``lacking``: no ``get_block_ids_with_load_errors``, ``shutdown`` or
   ``get_kv_events``): our connector warns once and keeps working; vLLM's own connector raises
   ``AttributeError`` from ``get_kv_connector_kv_cache_events`` every step. Also there:
   ``use_native=True`` over vLLM's vendored copy of the LMCache adapter.
 
-Both children run at the same time (about 15-25 s of wall time on 2 cores, most of it importing
-vLLM and the first ``ModelConfig``).
+The three children run at the same time (about 20-30 s of wall time on 2 cores, most of it
+importing vLLM and the first ``ModelConfig``).
 """
 
 from __future__ import annotations
@@ -31,11 +34,17 @@ from tests.real.sweep import ROOT, run_drivers
 
 pytestmark = pytest.mark.real
 
-VLLM = "0.32.0"
-RELEASES = {"full": "0.5.6", "lacking": "0.3.9"}
+VLLMS = ("0.32.0", "0.33.0")  # the tiers that run tests/real
+RELEASES = {"full-0.5.6": "0.5.6", "full-0.5.7rc2": "0.5.7rc2", "lacking": "0.3.9"}
+FULL = ["full-0.5.6", "full-0.5.7rc2"]
 BLOCK = 16
 OURS = "lmcache_compat.vllm.LMCacheCompatConnector"
-IMPL = "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl"
+#: Where each release defines its impl (found by the drivers through lmcache_compat.resolve).
+IMPLS = {
+    "0.5.6": "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl",
+    "0.5.7rc2": "lmcache.inprocess.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl",
+    "0.3.9": "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl",
+}
 RECOVERED = "Recovered from KV load failure: 1 request(s) rescheduled (32 tokens affected)."
 LOAD_ERRORS_WARNING = (
     "KV load failures cannot be detected: requests may compute on missing KV "
@@ -45,14 +54,15 @@ LOAD_ERRORS_WARNING = (
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    assert metadata.version("vllm") == VLLM  # PackageNotFoundError: not the real tier's env
+    assert metadata.version("vllm") in VLLMS  # PackageNotFoundError: not a real tier's env
     work = tmp_path_factory.mktemp("compat")
     return run_drivers("tests.real.scheduler.compat_driver", RELEASES, work)
 
 
-@pytest.fixture(scope="module")
-def full(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    return reports["full"]
+@pytest.fixture(scope="module", params=FULL)
+def full(reports: dict[str, dict[str, Any]], request: pytest.FixtureRequest) -> dict[str, Any]:
+    mode: str = request.param
+    return reports[mode]
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +81,10 @@ def _run(full: dict[str, Any], policy: str | None) -> dict[str, Any]:
 
 def test_the_children_ran_the_releases_and_this_checkout(reports: dict[str, Any]) -> None:
     for mode, report in reports.items():
-        assert report["vllm"] == VLLM
+        assert report["vllm"] == metadata.version("vllm")
         assert report["lmcache"] == RELEASES[mode]
+        assert report["impl"] == IMPLS[RELEASES[mode]]
+        assert report["lmcache_loggers"][0] == IMPLS[RELEASES[mode]].rsplit(".", 1)[0]
         assert report["lmcache_file"].startswith(report["lmcache_target"])
         assert Path(report["compat_file"]) == ROOT / "lmcache_compat" / "vllm.py"
         assert report["import_lmcache_compat_imports_vllm"] is False
@@ -100,7 +112,7 @@ def test_register_is_an_idempotent_lazy_registration(full: dict[str, Any]) -> No
 def test_vllm_builds_our_connector_in_both_roles(full: dict[str, Any]) -> None:
     worker = full["worker_role"]
     assert worker["connector"] == OURS
-    assert worker["impl"] == IMPL
+    assert worker["impl"] == IMPLS[full["lmcache"]]
     assert worker["real_engine_is_none"]  # LMCache on CPU: degraded mode, hence the stand-in
     assert worker["kv_caches_registered"] == 2  # register_kv_caches reached the impl
     assert worker["compat_warnings"] == []  # 0.5.6 has every capability
@@ -110,7 +122,7 @@ def test_vllm_builds_our_connector_in_both_roles(full: dict[str, Any]) -> None:
     for run in full["runs"]:
         role = run["scheduler_role"]
         assert role["connector"] == OURS
-        assert role["impl"] == IMPL
+        assert role["impl"] == IMPLS[full["lmcache"]]
         assert role["compat_warnings"] == []
         assert run["injection_point"] == "transport"
 
@@ -202,12 +214,21 @@ def test_shutdown_reaches_lmcache_once(full: dict[str, Any]) -> None:
         assert run["shutdown"] == once  # Scheduler.shutdown() called twice
         assert run["publisher_shut_down"]
     assert full["worker_shutdown"] == once  # ensure_kv_transfer_shutdown() + a second call
-    # contrast: vLLM's in-tree connector never forwards shutdown to LMCache
-    assert full["vllm_connector_shutdown"] == {
-        "connector": "LMCacheConnectorV1",
-        "connector_shutdown": 0,
-        "manager_stopping": 0,
-    }
+    # contrast: vLLM's in-tree connector never forwards shutdown to LMCache (and cannot be
+    # built at all over 0.5.7rc2: it imports LMCache's adapter by its old path)
+    if full["lmcache"] == "0.5.7rc2":
+        assert full["vllm_connector_shutdown"] == {
+            "connector": None,
+            "error": (
+                "ModuleNotFoundError: No module named 'lmcache.integration.vllm.vllm_v1_adapter'"
+            ),
+        }
+    else:
+        assert full["vllm_connector_shutdown"] == {
+            "connector": "LMCacheConnectorV1",
+            "connector_shutdown": 0,
+            "manager_stopping": 0,
+        }
 
 
 # --- LMCache 0.3.9 -------------------------------------------------------------------------------
