@@ -133,6 +133,52 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _grid(args: argparse.Namespace) -> int:
+    from lmcache_compat.grid import Grid, load_grid, render_markdown, render_text
+
+    grid = load_grid()
+    if args.vllm is not None:
+        from lmcache_compat.versions import parse_version
+
+        parse_version(args.vllm)
+        tier = grid.leans_on(args.vllm)
+        if tier is None:
+            raise NotInMatrixError(
+                f"vLLM {args.vllm} is older than every measured vLLM ({', '.join(grid.versions)})"
+            )
+        if tier.vllm != args.vllm:
+            print(
+                f"vLLM {args.vllm} was not measured; showing vLLM {tier.vllm}, the nearest "
+                "measured release before it",
+                file=sys.stderr,
+            )
+        grid = Grid([tier], grid.meta)
+    if args.json:
+        _print_json(
+            {
+                "meta": grid.meta,
+                "vllm": {
+                    t.vllm: {
+                        "torch": t.torch,
+                        "imports": t.imports,
+                        "pairs": {
+                            v: {k: run.to_json() for k, run in p.connectors.items()}
+                            for v, p in t.pairs.items()
+                        },
+                        "unit_tests": t.unit_tests,
+                        "notes": list(t.notes),
+                    }
+                    for t in grid.tiers
+                },
+            }
+        )
+    elif args.markdown:
+        print(render_markdown(grid), end="")
+    else:
+        print(render_text(grid), end="")
+    return 0
+
+
 def _resolve_side(spec: str) -> ReleaseView:
     """A version in the matrix, or a path to scan."""
     from pathlib import Path
@@ -211,6 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--markdown", action="store_true")
     matrix.set_defaults(func=_matrix)
+
+    grid = sub.add_parser(
+        "grid", help="the measured vLLM x LMCache grid: which LMCache works with vLLM X"
+    )
+    grid.add_argument("--vllm", metavar="X", help="only vLLM X (or the measured one before it)")
+    gfmt = grid.add_mutually_exclusive_group()
+    gfmt.add_argument("--json", action="store_true")
+    gfmt.add_argument("--markdown", action="store_true")
+    grid.set_defaults(func=_grid)
 
     diff = sub.add_parser(
         "diff",

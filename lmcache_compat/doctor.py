@@ -402,18 +402,22 @@ def format_doctor(report: dict[str, Any]) -> str:
         lines.append(
             f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
         )
-    lines += [
-        "",
-        f"Verdict for vLLM {report['vllm'] or '-'} + LMCache {lm or '-'}: "
-        f"{report['verdict'].upper()}",
+    lines += ["", *format_verdict(report["vllm"], lm, report)]
+    return "\n".join(lines)
+
+
+def format_verdict(vllm: str | None, lmcache: str | None, result: dict[str, Any]) -> list[str]:
+    """The verdict block of ``doctor`` for ``result`` (:func:`known_issues.verdict`'s keys)."""
+    lines = [
+        f"Verdict for vLLM {vllm or '-'} + LMCache {lmcache or '-'}: {result['verdict'].upper()}"
     ]
-    for item in report["issues"]:
+    for item in result["issues"]:
         lines.append(f"  [{item['severity']}] {item['connector']}: {item['problem']}")
         lines.append(f"      fix: {item['fix']} ({item['source']})")
-    for note in report["notes"]:
+    for note in result["notes"]:
         lines.append("")
         lines.append(f"Note: {note}")
-    return "\n".join(lines)
+    return lines
 
 
 # --- doctor --mp-server URL: a running LMCache MP server's release (its HTTP front end) ---------

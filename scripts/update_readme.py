@@ -3,11 +3,13 @@
 
     python scripts/update_readme.py [--check]
 
-Sections (between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``): ``release-matrix`` (the
-shipped release matrix), ``arguments`` (the argument policy table), ``where`` (where each
-capability is declared, probed, adapted and tested, found by reading the sources), ``budgets``
-(the scan budgets). ``--check`` exits 1 when a section is stale (``tests/test_readme.py`` runs
-the same check).
+Sections (between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``): ``locations`` (where
+upstream symbols live), ``capabilities`` (the connector engine's capabilities),
+``doctor-example`` (doctor's verdict for one measured pair), ``grid`` (the measured vLLM x
+LMCache grid), ``release-matrix`` (the shipped release matrix), ``arguments`` (the argument
+policy table), ``where`` (where each capability is declared, probed, adapted and tested, found
+by reading the sources), ``budgets`` (the scan budgets). ``--check`` exits 1 when a section is
+stale (``tests/test_readme.py`` runs the same check).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ sys.path.insert(0, str(ROOT))
 from lmcache_compat.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.catalog import CATALOG, CapabilitySpec  # noqa: E402
+from lmcache_compat.doctor import format_verdict  # noqa: E402
+from lmcache_compat.grid import load_grid  # noqa: E402
+from lmcache_compat.grid import render_markdown as render_grid  # noqa: E402
+from lmcache_compat.known_issues import verdict  # noqa: E402
 from lmcache_compat.matrix import load_matrix, render_markdown  # noqa: E402
 
 README = ROOT / "README.md"
@@ -93,11 +99,16 @@ def _adapted(spec: CapabilitySpec) -> str:
 
 
 def _tested(spec: CapabilitySpec) -> str:
+    """Test files naming the capability, or the keyword / method that carries it."""
+    import re
+
     value, name = spec.capability.value, spec.capability.name
+    carrier = re.compile(rf"\b{re.escape(spec.keyword or spec.method)}\b")
     hits = []
     for path in sorted(TESTS.rglob("test_*.py")):
         text = path.read_text(encoding="utf-8")
-        if f'"{value}"' in text or f"'{value}'" in text or f".{name}" in text:
+        named = f'"{value}"' in text or f"'{value}'" in text or f".{name}" in text
+        if named or carrier.search(text):
             hits.append(f"`{path.relative_to(ROOT)}`")
     shown = ", ".join(hits[:4]) or "-"
     return shown + (f" (+{len(hits) - 4} more)" if len(hits) > 4 else "")
@@ -170,7 +181,30 @@ def render_capabilities() -> str:
     return "\n".join(rows) + "\n"
 
 
+#: The pair the README's doctor example shows.
+EXAMPLE_PAIR = ("0.32.0", "0.3.9")
+
+
+def render_doctor_example() -> str:
+    vllm, lmcache = EXAMPLE_PAIR
+    lines = format_verdict(vllm, lmcache, verdict(vllm, lmcache))
+    return "\n".join(("    " + line).rstrip() for line in lines) + "\n"
+
+
+def render_locations() -> str:
+    from lmcache_compat.locations import PLACES
+
+    rows = ["| symbol | from | known modules, newest first | searched under |", "|---|---|---|---|"]
+    for place in PLACES:
+        modules = "<br>".join(f"`{m}`" for m in place.modules)
+        rows.append(f"| `{place.name}` | {place.package} | {modules} | `{place.search_under}` |")
+    return "\n".join(rows) + "\n"
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
+    "locations": render_locations,
+    "doctor-example": render_doctor_example,
+    "grid": lambda: render_grid(load_grid()),
     "capabilities": render_capabilities,
     "release-matrix": lambda: render_markdown(load_matrix()),
     "arguments": render_arguments_markdown,

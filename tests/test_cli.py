@@ -111,3 +111,26 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
         main(["no-such-command"])
     assert info.value.code == 2
+
+
+def test_grid_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from lmcache_compat.grid import load_grid
+
+    assert main(["grid", "--vllm", "0.32.0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("vLLM 0.32.0 (torch ")
+    assert "LMCacheCompatConnector: no problem measured" in out
+    assert "events broken: 0.3.9 ... 0.3.9.post1" in out  # vLLM's connector on LMCache 0.3.9
+    # an unmeasured vLLM leans on the measured one before it, and says so on stderr
+    assert main(["grid", "--vllm", "0.25.0"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("vLLM 0.21.0 ")
+    assert "0.25.0 was not measured" in captured.err
+    assert main(["grid", "--vllm", "0.1.0"]) == 3
+    assert "older than every measured vLLM" in capsys.readouterr().err
+    assert main(["grid", "--vllm", "banana"]) == 3
+    assert main(["grid", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["vllm"]) == load_grid().versions
+    assert main(["grid", "--markdown"]) == 0
+    assert capsys.readouterr().out.count("\n| 0.") == len(load_grid().versions)

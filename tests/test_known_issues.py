@@ -116,3 +116,24 @@ def test_doctor_scans_an_installed_release(
     assert present["kv_events"] is True and present["register_kv_caches"] is False
     assert "read with ast" in report["capabilities_basis"]
     assert report["engine_sources"][0]["present"] is True
+
+
+def test_every_measured_problem_is_in_the_verdict() -> None:
+    """doctor's verdict for a measured pair carries each degraded or broken cell of the grid,
+    with its severity, and is never better than the worst measured cell."""
+    from lmcache_compat.grid import load_grid
+
+    rank = {"ok": 0, "degraded": 1, "broken": 2}
+    checked = 0
+    for tier in load_grid().tiers:
+        for release, pair in tier.pairs.items():
+            v = verdict(tier.vllm, release)
+            got = {(i["connector_key"], i["key"], i["severity"]) for i in v["issues"]}
+            worst = "ok"
+            for key, run in pair.connectors.items():
+                for aspect, cell in run.problems():
+                    assert (key, f"measured-{aspect}", cell.status) in got, (tier.vllm, release)
+                    worst = max(worst, cell.status, key=rank.__getitem__)
+                    checked += 1
+            assert rank[v["verdict"]] >= rank[worst], (tier.vllm, release, v["verdict"])
+    assert checked > 50

@@ -24,3 +24,19 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
     _, tests = _readme_commands()
     ci = ROOT.joinpath(".ci", "run").read_text().splitlines()
     assert any(line.startswith(tests + " ") or line == tests for line in ci), tests
+
+
+def test_generated_sections_are_current() -> None:
+    """Every generated README section equals a fresh rendering from the project's own data
+    (``python scripts/update_readme.py`` rewrites them)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "update_readme", ROOT / "scripts" / "update_readme.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    assert module.stale_sections(text) == [], "run: python scripts/update_readme.py"
+    assert set(module.SECTIONS) >= {"capabilities", "grid", "where", "budgets", "locations"}

@@ -1,0 +1,79 @@
+"""The grid model (lmcache_compat/grid.py) on small synthetic tiers."""
+
+from __future__ import annotations
+
+from lmcache_compat.grid import (
+    Cell,
+    ConnectorRun,
+    Grid,
+    PairResult,
+    VllmTier,
+    connector_problems,
+    render_markdown,
+)
+
+
+def _tier(cells: dict[str, dict[str, str]], vllm: str = "0.20.0") -> VllmTier:
+    pairs = {
+        release: PairResult(
+            release,
+            {
+                "vllm": ConnectorRun(
+                    {a: Cell.from_json({"status": s}) for a, s in aspects.items()}
+                ),
+                "compat": ConnectorRun({}),
+            },
+        )
+        for release, aspects in cells.items()
+    }
+    imports = {r: {"vllm_v1_adapter": "ok"} for r in cells} | {"0.3.1": {"vllm_v1_adapter": "E"}}
+    return VllmTier(vllm, "2.13.0+cpu", imports, pairs)
+
+
+def test_ok_span_stops_before_a_release_the_connector_does_not_build_with() -> None:
+    tier = _tier(
+        {
+            "0.3.9": {"builds": "ok", "events": "broken"},
+            "0.3.12": {"builds": "ok", "events": "ok"},
+            "0.5.6": {"builds": "ok", "events": "n/a"},
+            "0.5.7rc2": {"builds": "broken"},
+        }
+    )
+    grid = Grid([tier])
+    assert grid.ok_span(tier, "vllm", "events") == ("0.3.12", "0.5.7rc2")
+    assert grid.ok_span(tier, "vllm", "builds") is None  # the newest release does not build
+
+
+def test_ok_span_without_a_stop_and_without_a_fix() -> None:
+    tier = _tier({"0.3.9": {"step": "broken"}, "0.4.7": {"step": "ok"}, "0.5.6": {"step": "ok"}})
+    grid = Grid([tier])
+    assert grid.ok_span(tier, "vllm", "step") == ("0.4.7", None)
+    broken_last = _tier({"0.4.7": {"step": "ok"}, "0.5.6": {"step": "degraded"}})
+    assert Grid([broken_last]).ok_span(broken_last, "vllm", "step") is None
+
+
+def test_leans_on_the_nearest_measured_release_before() -> None:
+    grid = Grid([_tier({}, "0.13.0"), _tier({}, "0.11.0"), _tier({}, "0.21.0")])
+    assert grid.versions == ["0.11.0", "0.13.0", "0.21.0"]
+    assert grid.leans_on("0.20.2rc1").vllm == "0.13.0"  # type: ignore[union-attr]
+    assert grid.leans_on("0.21.0").vllm == "0.21.0"  # type: ignore[union-attr]
+    assert grid.leans_on("0.10.9") is None
+
+
+def test_problems_render_as_spans_of_measured_releases() -> None:
+    tier = _tier(
+        {
+            "0.3.9": {"events": "broken", "shutdown": "degraded"},
+            "0.3.10": {"events": "broken", "shutdown": "degraded"},
+            "0.3.12": {"events": "ok", "shutdown": "ok"},
+            "0.4.7": {"events": "ok", "shutdown": "degraded"},
+        }
+    )
+    assert connector_problems(tier, "vllm") == [
+        "events broken: 0.3.9 ... 0.3.10",
+        "shutdown degraded: 0.3.9 ... 0.3.10, 0.4.7",
+    ]
+    assert connector_problems(tier, "compat") == []
+    table = render_markdown(Grid([tier]))
+    assert "| 0.20.0 | 0.3.9 ... 0.4.7 (4 of 5) |" in table
+    assert "no problem measured" in table
