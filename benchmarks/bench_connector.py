@@ -1,7 +1,7 @@
 """Per-step connector cost: ``LMCacheCompatConnector`` vs vLLM's in-tree ``LMCacheConnectorV1``,
 both real classes of the installed vLLM, over the same stand-in LMCache engine, in one run.
 
-    PYTHONPATH=/work/main .tox/grid-vllm0.32.0/bin/python benchmarks/bench_connector.py \
+    PYTHONPATH=. .tox/grid-vllm0.32.0/bin/python benchmarks/bench_connector.py \
         [--number N] [--repeat R]
 
 A step is what vLLM calls on the connector for every engine step, outside the model:

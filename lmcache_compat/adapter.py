@@ -314,7 +314,32 @@ def _property_getter(cls: type, name: str) -> Callable[[Any], Any]:
 _C = TypeVar("_C", bound="ConnectorAdapter")
 
 
-class ConnectorAdapter(BoundAdapter):
+class ConnectorMethods:
+    """The connector engine's methods as lmcache-compat binds them (declarations only: shared by
+    :class:`ConnectorAdapter` and :class:`lmcache_compat.vllm_binding.PartialEngine`, so the
+    connector binds from either the same way)."""
+
+    __slots__ = ()
+
+    # always present: the engine's own bound methods
+    start_load_kv: Callable[..., None]
+    wait_for_layer_load: Callable[[str], None]
+    save_kv_layer: Callable[..., None]
+    wait_for_save: Callable[[], None]
+    get_num_new_matched_tokens: Callable[[Any, int], int | None]
+    update_state_after_alloc: Callable[[Any, int], None]
+    build_connector_meta: Callable[[Any], Any]
+    # optional: the engine's method or the catalog's fallback
+    get_finished: Callable[[set[str]], tuple[set[str] | None, set[str] | None]]
+    request_finished: Callable[[Any, list[int]], tuple[bool, dict[str, Any] | None]]
+    get_inference_info: Callable[[], dict[str, Any]]
+    get_block_ids_with_load_errors: Callable[[], set[int]]
+    shutdown: Callable[[], None]
+    get_kv_events: Callable[[], list[Any]]
+    register_kv_caches: Callable[[Any], None]
+
+
+class ConnectorAdapter(BoundAdapter, ConnectorMethods):
     """Uniform adapter over an LMCache ``LMCacheConnectorV1Impl`` of any release (0.3.0 on).
 
     ``require``: capabilities that must be present, else :class:`MissingCapabilityError` here.
@@ -345,23 +370,6 @@ class ConnectorAdapter(BoundAdapter):
         "wait_for_save",
     )
     _ROLE = CONNECTOR_IMPL
-
-    # always present: the engine's own bound methods
-    start_load_kv: Callable[..., None]
-    wait_for_layer_load: Callable[[str], None]
-    save_kv_layer: Callable[..., None]
-    wait_for_save: Callable[[], None]
-    get_num_new_matched_tokens: Callable[[Any, int], int | None]
-    update_state_after_alloc: Callable[[Any, int], None]
-    build_connector_meta: Callable[[Any], Any]
-    # optional: the engine's method or the catalog's fallback
-    get_finished: Callable[[set[str]], tuple[set[str] | None, set[str] | None]]
-    request_finished: Callable[[Any, list[int]], tuple[bool, dict[str, Any] | None]]
-    get_inference_info: Callable[[], dict[str, Any]]
-    get_block_ids_with_load_errors: Callable[[], set[int]]
-    shutdown: Callable[[], None]
-    get_kv_events: Callable[[], list[Any]]
-    register_kv_caches: Callable[[Any], None]
 
     def __new__(
         cls: type[_C],

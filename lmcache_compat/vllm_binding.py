@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from lmcache_compat import locations as loc
-from lmcache_compat.adapter import ConnectorAdapter
+from lmcache_compat.adapter import ConnectorAdapter, ConnectorMethods
 from lmcache_compat.catalog import CATALOG, CONNECTOR_CORE_METHODS, CONNECTOR_IMPL, Capability
 from lmcache_compat.errors import LMCacheCompatError, NotAnEngineError, UpstreamNotFoundError
 from lmcache_compat.probes import Capabilities
@@ -68,7 +68,7 @@ def engine_has_sleep_hooks(native: bool, hooks: tuple[str, ...]) -> bool:
     return all(hook in members for hook in hooks)
 
 
-class PartialEngine:
+class PartialEngine(ConnectorMethods):
     """The connector's binding over an object :class:`~lmcache_compat.ConnectorAdapter` rejects
     (``NotAnEngineError``): a test double attached by hand, such as vLLM's unit tests use (a bare
     ``MagicMock()``, a stub with only ``save_kv_layer`` and ``wait_for_save``).
@@ -79,21 +79,6 @@ class PartialEngine:
     catalog's fallback. Same attribute names as ``ConnectorAdapter``, so the connector binds
     from either the same way.
     """
-
-    start_load_kv: Callable[..., None]
-    wait_for_layer_load: Callable[[str], None]
-    save_kv_layer: Callable[..., None]
-    wait_for_save: Callable[[], None]
-    get_num_new_matched_tokens: Callable[[Any, int], int | None]
-    update_state_after_alloc: Callable[[Any, int], None]
-    build_connector_meta: Callable[[Any], Any]
-    get_finished: Callable[[set[str]], tuple[set[str] | None, set[str] | None]]
-    request_finished: Callable[[Any, list[int]], tuple[bool, dict[str, Any] | None]]
-    get_inference_info: Callable[[], dict[str, Any]]
-    get_block_ids_with_load_errors: Callable[[], set[int]]
-    shutdown: Callable[[], None]
-    get_kv_events: Callable[[], Any]
-    register_kv_caches: Callable[[Any], None]
 
     def __init__(self, engine: Any, rejected: NotAnEngineError) -> None:
         cls_name = type(engine).__qualname__

@@ -105,6 +105,7 @@ from tests.real.scheduler.compat_driver import (
     PROMPT_TOKENS,
     STORED_TOKENS,
     VLLMS,
+    record_short_retrieve,
 )
 
 #: connector key -> (kv_connector, kv_connector_module_path)
@@ -358,7 +359,6 @@ def engine_for_one_call(impl: Any, engine: StandInEngine) -> Iterator[None]:
 
 # --- vLLM's worker process ------------------------------------------------------------------------
 
-_DIST_READY: list[bool] = []
 #: Every scheduler and worker connector built in this child stays referenced until the child
 #: exits (``os._exit``): LMCache's lookup clients own zmq contexts whose ``__del__`` blocks in
 #: ``term()`` while a socket is open, which garbage collection would otherwise trigger at a
@@ -378,28 +378,6 @@ def register_attention_layers(config: Any, caches: dict[str, Any]) -> None:
     context = config.compilation_config.static_forward_context
     for name, tensor in caches.items():
         context[name] = types.SimpleNamespace(kv_cache=[tensor], layer_name=name)
-
-
-def init_worker_process(config: Any, tmp: Path) -> None:
-    """What a (single) GPU worker process sets up before building its connector (once)."""
-    from vllm.config import set_current_vllm_config
-    from vllm.distributed.parallel_state import (
-        init_distributed_environment,
-        initialize_model_parallel,
-    )
-
-    if _DIST_READY:
-        return
-    with set_current_vllm_config(config):
-        init_distributed_environment(
-            world_size=1,
-            rank=0,
-            distributed_init_method=f"file://{tmp / 'dist-init'}",
-            local_rank=0,
-            backend="gloo",
-        )
-        initialize_model_parallel(1, 1)
-    _DIST_READY.append(True)
 
 
 def worker_step(config: Any, scheduler_output: Any) -> Any:
@@ -436,25 +414,6 @@ class Publisher:
         return [event for batch in self.batches for event in batch.events]
 
 
-def record_short_retrieve(impl: Any, external_block_ids: list[int]) -> set[int]:
-    """What the release's ``start_load_kv`` does after a short ``retrieve`` (chunk
-    ``FAILED_CHUNK`` of the 48 expected tokens missing): its real ``record_failed_blocks`` over
-    the slot mapping the scheduler's blocks imply, then ``_invalid_block_ids.update``."""
-    import torch
-
-    expected = torch.ones(STORED_TOKENS, dtype=torch.bool)
-    returned = expected.clone()
-    lo = FAILED_CHUNK * h.BLOCK_SIZE
-    returned[lo : lo + h.BLOCK_SIZE] = False
-    slots = torch.tensor(
-        [b * h.BLOCK_SIZE + i for b in external_block_ids for i in range(h.BLOCK_SIZE)],
-        dtype=torch.long,
-    )
-    missing: set[int] = impl.record_failed_blocks("hit", expected, returned, slots)
-    impl._invalid_block_ids.update(missing)
-    return missing
-
-
 # --- one connector --------------------------------------------------------------------------------
 
 
@@ -484,7 +443,7 @@ def build_worker(key: str, tmp: Path) -> Worker:
     caches = kv_caches()
     register_attention_layers(config, caches)
     worker = Worker(config)
-    init_worker_process(config, tmp)
+    h.init_worker_process(config, tmp)
     kv_cache_config = h.make_kv_cache_config(config, num_blocks=NUM_BLOCKS)
     try:
         with set_current_vllm_config(config):

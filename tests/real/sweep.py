@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -47,29 +46,14 @@ def release_dir(version: str, dest: Path) -> Path:
 
 
 def install(version: str, dest: Path) -> Path:
-    """``uv pip install --no-deps --target dest/VERSION lmcache==VERSION`` (kept if present;
-    the grid tier's copy when there is one, see :func:`release_dir`)."""
+    """LMCache ``version`` installed with ``--no-deps --target`` (kept if present; the grid
+    tier's copy when there is one, see :func:`release_dir`)."""
+    from tests.grid.prepare import install_release
+
     target = release_dir(version, dest)
     if (target / "lmcache").is_dir():
         return target
-    uv = shutil.which("uv") or "uv"
-    subprocess.run(
-        [
-            uv,
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--compile-bytecode",
-            "--python",
-            sys.executable,
-            "--target",
-            str(target),
-            f"lmcache=={version}",
-        ],
-        check=True,
-    )
-    return target
+    return install_release(version, dest)
 
 
 def introspect(target: Path, tmp: Path) -> dict[str, Any]:

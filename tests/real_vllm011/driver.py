@@ -67,6 +67,7 @@ from tests.real.scheduler.compat_driver import (
     STORED_TOKENS,
     VLLMS,
     lmcache_loggers,
+    record_short_retrieve,
     run_driver,
 )
 from tests.real_vllm011 import helpers as v11
@@ -241,25 +242,6 @@ def _feed_and_finish(
 # --- full: LMCache 0.5.6 --------------------------------------------------------------------------
 
 
-def _init_worker_process(config: Any, tmp: Path) -> None:
-    """What a (single) GPU worker process sets up before building its connector."""
-    from vllm.config import set_current_vllm_config
-    from vllm.distributed.parallel_state import (
-        init_distributed_environment,
-        initialize_model_parallel,
-    )
-
-    with set_current_vllm_config(config):
-        init_distributed_environment(
-            world_size=1,
-            rank=0,
-            distributed_init_method=f"file://{tmp / 'dist-init'}",
-            local_rank=0,
-            backend="gloo",
-        )
-        initialize_model_parallel(1, 1)
-
-
 def _worker_step(config: Any, scheduler_output: Any) -> Any:
     """vLLM 0.11.0's own worker-side connector step (no model runs)."""
     import pickle
@@ -348,7 +330,7 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
     # Worker role, built by vLLM's ensure_kv_transfer_initialized (one argument in 0.11.0).
     with h.timed(timings, "worker_connector"):
         worker_config = h.make_vllm_config(tmp / "worker", OURS, OURS_MODULE, extra_config=EXTRA)
-        _init_worker_process(worker_config, tmp)
+        h.init_worker_process(worker_config, tmp)
         with (
             set_current_vllm_config(worker_config),
             h.capture_logs(COMPAT_LOGGER) as worker_logs,
@@ -420,32 +402,13 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
 # --- post1: LMCache 0.3.9.post1 -------------------------------------------------------------------
 
 
-def _record_short_retrieve(impl: Any, external_block_ids: list[int]) -> set[int]:
-    """What 0.3.9.post1's ``start_load_kv`` does when ``retrieve`` returns chunk
-    ``FAILED_CHUNK`` of the 48 expected tokens as missing: the real ``record_failed_blocks``
-    over the slot mapping vLLM's scheduler implies, then ``_invalid_block_ids.update``."""
-    import torch
-
-    expected = torch.ones(STORED_TOKENS, dtype=torch.bool)
-    returned = expected.clone()
-    lo = FAILED_CHUNK * h.BLOCK_SIZE
-    returned[lo : lo + h.BLOCK_SIZE] = False
-    slots = torch.tensor(
-        [b * h.BLOCK_SIZE + i for b in external_block_ids for i in range(h.BLOCK_SIZE)],
-        dtype=torch.long,
-    )
-    missing: set[int] = impl.record_failed_blocks("hit", expected, returned, slots)
-    impl._invalid_block_ids.update(missing)
-    return missing
-
-
 def _try_worker_role(tmp: Path) -> str:
     from vllm.config import set_current_vllm_config
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 
     config = h.make_vllm_config(tmp / "worker", OURS, OURS_MODULE, extra_config=EXTRA)
-    _init_worker_process(config, tmp)
+    h.init_worker_process(config, tmp)
     with set_current_vllm_config(config):
         try:
             KVConnectorFactory.create_connector(config, KVConnectorRole.WORKER)
@@ -466,7 +429,7 @@ def run_post1(tmp: Path, report: dict[str, Any]) -> None:
     first, report["step1"] = _schedule_hit_and_miss(scheduler)
     report["before_failure"] = sorted(connector.get_block_ids_with_load_errors())
     external: list[int] = report["step1"]["external_block_ids"]
-    recorded = _record_short_retrieve(connector._lmcache_engine, external)
+    recorded = record_short_retrieve(connector._lmcache_engine, external)
     failed = connector.get_block_ids_with_load_errors()
     report["failure"] = {
         "recorded_by_lmcache": sorted(recorded),

@@ -182,23 +182,27 @@ def _describe_event(event: Any) -> dict[str, Any]:
 
 
 def _init_worker_process(config: Any, tmp: Path) -> None:
-    """What a (single) GPU worker process sets up before building its connector."""
-    from vllm.config import set_current_vllm_config
-    from vllm.distributed.parallel_state import (
-        init_distributed_environment,
-        initialize_model_parallel,
-    )
-
     config.cache_config.kv_cache_layout = "NHD"
-    with set_current_vllm_config(config):
-        init_distributed_environment(
-            world_size=1,
-            rank=0,
-            distributed_init_method=f"file://{tmp / 'dist-init'}",
-            local_rank=0,
-            backend="gloo",
-        )
-        initialize_model_parallel(1, 1)
+    h.init_worker_process(config, tmp)
+
+
+def record_short_retrieve(impl: Any, external_block_ids: list[int]) -> set[int]:
+    """What the release's ``start_load_kv`` does after a short ``retrieve`` (chunk
+    ``FAILED_CHUNK`` of the 48 expected tokens missing): its real ``record_failed_blocks`` over
+    the slot mapping the scheduler's blocks imply, then ``_invalid_block_ids.update``."""
+    import torch
+
+    expected = torch.ones(STORED_TOKENS, dtype=torch.bool)
+    returned = expected.clone()
+    lo = FAILED_CHUNK * h.BLOCK_SIZE
+    returned[lo : lo + h.BLOCK_SIZE] = False
+    slots = torch.tensor(
+        [b * h.BLOCK_SIZE + i for b in external_block_ids for i in range(h.BLOCK_SIZE)],
+        dtype=torch.long,
+    )
+    missing: set[int] = impl.record_failed_blocks("hit", expected, returned, slots)
+    impl._invalid_block_ids.update(missing)
+    return missing
 
 
 def _worker_step(config: Any, scheduler_output: Any) -> Any:

@@ -520,3 +520,29 @@ def timed(timings: dict[str, float], label: str) -> Iterator[None]:
         yield
     finally:
         timings[label] = round(time.perf_counter() - start, 3)
+
+
+_DIST_READY: list[bool] = []
+
+
+def init_worker_process(config: Any, tmp: Path) -> None:
+    """What a (single) GPU worker process sets up before building its connector: vLLM's
+    distributed state over gloo, world size 1 (once per process)."""
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.parallel_state import (
+        init_distributed_environment,
+        initialize_model_parallel,
+    )
+
+    if _DIST_READY:
+        return
+    with set_current_vllm_config(config):
+        init_distributed_environment(
+            world_size=1,
+            rank=0,
+            distributed_init_method=f"file://{tmp / 'dist-init'}",
+            local_rank=0,
+            backend="gloo",
+        )
+        initialize_model_parallel(1, 1)
+    _DIST_READY.append(True)
