@@ -120,16 +120,20 @@ def test_probe_on_the_real_class_equals_the_static_scan(
     from lmcache_compat.catalog import owned_by
     from lmcache_compat.surface import class_capabilities
 
-    if shipped[version].get("vllm_v1_adapter") != "ok":
-        pytest.skip(f"LMCache {version}'s adapter does not import beside this vLLM")
     result = results[version]
     scanned = scan(release_dir(version, work / "releases"))
     static = scanned.to_json()
-    connector_rows = {c.value for c in owned_by("LMCacheConnectorV1Impl")}
-    assert result["capabilities"] == {
-        k: v for k, v in static["capabilities"].items() if k in connector_rows
-    }
-    for cls, live_caps in result["class_capabilities"].items():
+    if shipped[version].get("vllm_v1_adapter") == "ok":
+        connector_rows = {c.value for c in owned_by("LMCacheConnectorV1Impl")}
+        assert result["capabilities"] == {
+            k: v for k, v in static["capabilities"].items() if k in connector_rows
+        }
+    else:
+        # The adapter does not import beside this vLLM (the failure itself is checked by
+        # test_import_outcomes_are_the_shipped_facts); the classes whose modules did import
+        # are still compared below.
+        assert result["capabilities"] is None, (version, result["modules"])
+    for cls, live_caps in result.get("class_capabilities", {}).items():
         if cls not in (
             "LMCacheConnectorV1Impl",
             "LMCacheMPSchedulerAdapter",
@@ -139,7 +143,8 @@ def test_probe_on_the_real_class_equals_the_static_scan(
             continue
         caps = class_capabilities(cls, scanned.classes[cls])
         assert live_caps == {c.value: c in caps for c in owned_by(cls)}, (version, cls)
-    assert result["classes"], version
+    if shipped[version].get("vllm_v1_adapter") == "ok":
+        assert result["classes"], version
     for cls, live in result["classes"].items():
         assert live == static["surfaces"][cls], (version, cls)
 
