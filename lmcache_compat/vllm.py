@@ -425,7 +425,8 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             events = connector_output.kv_cache_events
         except AttributeError:  # vLLM < 0.13.0, reached only on a connector attach never saw
             return
-        if not isinstance(events, CompatKVEvents):
+        # ``is None`` first: the idle step's answer, without isinstance's ABC machinery
+        if events is None or not isinstance(events, CompatKVEvents):
             return
         pending = self._kv_cache_events
         if pending is None:
