@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.mp_server.server import inspect_release, mp_server
 from tests.mp_server.survey import transfer_flags
-from tests.mp_server.tier import L1_SIZE_GB, MQ_TIMEOUT, Budget, client_env, run_client
+from tests.mp_server.tier import L1_SIZE_GB, MQ_TIMEOUT, Budget, run_client
 from tests.mp_server.venvs import ensure_venv
 
 GOAL = 1.10  # our adapter adds microseconds to a round trip of about a millisecond
@@ -52,7 +52,7 @@ def main() -> int:
                     "rounds": args.rounds,
                     "worker": flags is not None,
                 }
-                out = run_client(python, spec, client_env(server), budget)
+                out = run_client(python, spec, server.client_env(), budget)
             steps = out.get("steps", {})
             if "fatal" in out or not all(step.get("ok") for step in steps.values()):
                 print(f"{version}: failed: {out}", file=sys.stderr)

@@ -7,11 +7,9 @@ and the requirements that only an extra asks for, optionally prunes packages tha
 demonstrably does not import (see ``PRUNED``), pins torch to the CPU build, and resolves the rest
 against PyPI with ``uv pip compile``. The result is written to
 ``tests/mp_server/constraints/lmcache-<version>.txt`` with a header that names every deviation
-from the release's metadata. Install it with::
+from the release's metadata. Build a venv from it with (uv, ``--no-deps``)::
 
-    python3.11 -m venv /tmp/mpsrv/<version>
-    /tmp/mpsrv/<version>/bin/pip install --no-deps -r tests/mp_server/constraints/lmcache-<v>.txt
-    /tmp/mpsrv/<version>/bin/pip install --no-deps lmcache==<version>     # --pre for an rc
+    python -m tests.mp_server.venvs /tmp/lmcache-compat-mp-venvs <version>
 
 Usage::
 

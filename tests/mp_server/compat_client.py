@@ -47,6 +47,11 @@ from lmcache_compat.errors import (  # noqa: E402
     MPVersionMismatchError,
     UnsupportedArgumentError,
 )
+from tests.mp_server.release_side import (  # noqa: E402
+    pack_token_ids,
+    parallel_strategy_class,
+    scheduler_class,
+)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
@@ -240,9 +245,9 @@ def release_mode(spec: dict[str, Any], s: Steps, ctx: Any) -> None:
     with s.step("packed_bytes_argument") as r:
         r["capability"] = Capability.MP_PACKED_TOKEN_IDS in caps
         if r["capability"]:
-            codec = importlib.import_module("lmcache.v1.multiprocess.token_codec")
-            r["packed_len"] = len(codec.pack_token_ids(TOKENS))
-            r.update(lookup_round_trip(sched, "packed-0", codec.pack_token_ids(TOKENS), timeout))
+            pack = pack_token_ids()
+            r["packed_len"] = len(pack(TOKENS))
+            r.update(lookup_round_trip(sched, "packed-0", pack(TOKENS), timeout))
         else:
             r.update(lookup_round_trip(sched, "packed-0", bytes(8), timeout))
 
@@ -322,8 +327,7 @@ def worker_steps(
         r["bytes_equal_a"] = equal_to(kv, before)
     if Capability.MP_PACKED_TOKEN_IDS in sched.capabilities:
         with s.step("packed_end_to_end") as r:
-            codec = importlib.import_module("lmcache.v1.multiprocess.token_codec")
-            packed = codec.pack_token_ids(TOKENS)
+            packed = pack_token_ids()(TOKENS)
             # our adapter packs a list of ids with the release's own codec
             from_list = worker.make_load_store_op(list(range(32)), TOKENS)
             r["ours_pack_equals_codec"] = from_list.token_bytes == packed
@@ -427,13 +431,9 @@ def own_adapter(spec: dict[str, Any], ctx: Any, url: str) -> Any:
     mp_init_kwargs maps (the construction is the same; every call below is the release's)."""
     from lmcache_compat.mp import mp_init_kwargs
 
-    module = importlib.import_module("lmcache.integration.vllm.vllm_multi_process_adapter")
-    cls = module.LMCacheMPSchedulerAdapter
+    cls = scheduler_class()
     kwargs = mp_init_kwargs(
-        cls,
-        config(spec, [url], None),
-        ctx,
-        parallel_strategy_cls=getattr(module, "ParallelStrategy", None),
+        cls, config(spec, [url], None), ctx, parallel_strategy_cls=parallel_strategy_class()
     )
     return cls(**kwargs)
 
@@ -444,8 +444,7 @@ def own_lookup_call(own: Any) -> Callable[[str], Any]:
 
     params = inspect.signature(own.maybe_submit_lookup_request).parameters
     if "packed_token_ids" in params:
-        codec = importlib.import_module("lmcache.v1.multiprocess.token_codec")
-        pack = codec.pack_token_ids
+        pack = pack_token_ids()
         return lambda rid: own.maybe_submit_lookup_request(rid, pack(TOKENS))
     return lambda rid: own.maybe_submit_lookup_request(rid, TOKENS)
 

@@ -3,11 +3,10 @@
 Run it with the Python of a venv that has an LMCache release installed (it imports LMCache; the
 test process that starts the server does not)::
 
-    /tmp/mpsrv/0.5.6/bin/python tests/mp_server/lookup_client.py tcp://127.0.0.1:PORT
+    PYTHONPATH=. /tmp/lmcache-compat-mp-venvs/0.5.6/bin/python tests/mp_server/lookup_client.py tcp://127.0.0.1:PORT
 
-It builds the adapter from the constructor parameters this release's ``__init__`` has (mapped
-by name: ``server_url``/``server_urls``, ``context``, ``model_name``, ``world_size``,
-``kv_rank``, ``vllm_block_size``, ``tp_size``, ``parallel_strategy``, ``mq_timeout``), submits
+It finds the release's class and builds it from the constructor parameters its ``__init__``
+has (:mod:`tests.mp_server.release_side`, hence the repository root on ``PYTHONPATH``), submits
 ``maybe_submit_lookup_request`` with what its lookup takes (``block_hashes`` in 0.3.13,
 ``token_ids`` 0.3.14 ... 0.5.6, ``packed_token_ids`` from ``token_codec.pack_token_ids`` in
 0.5.7rc2), polls ``check_lookup_result`` until it is not None (bounded), and prints one JSON
@@ -17,7 +16,6 @@ object: what came back, or the exception.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import importlib
 import importlib.metadata
@@ -28,61 +26,17 @@ import time
 import traceback
 from typing import Any
 
-MP_MODULE = "lmcache.integration.vllm.vllm_multi_process_adapter"
-
-PARALLEL_FIELDS: dict[str, object] = {
-    "use_mla": False,
-    "mla_only": False,
-    "kv_world_size": 1,
-    "kv_worker_id": 0,
-    "actual_world_size": 1,
-    "actual_worker_id": 0,
-    "vllm_world_size": 1,
-    "vllm_worker_id": 0,
-    "tp_size": 1,
-    "pp_size": 1,
-    "n_servers": 1,
-    "dcp_size": 1,
-}
-
-
-def parallel_strategy(module: Any) -> Any:
-    cls = module.ParallelStrategy
-    return cls(**{f.name: PARALLEL_FIELDS[f.name] for f in dataclasses.fields(cls)})
-
-
-def init_kwargs(
-    cls: type, module: Any, url: str, context: Any, *, block_size: int, mq_timeout: float
-) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "server_url": url,
-        "server_urls": [url],
-        "context": context,
-        "model_name": "m",
-        "world_size": 1,
-        "kv_rank": 0,
-        "vllm_block_size": block_size,
-        "tp_size": 1,
-        "mq_timeout": mq_timeout,
-    }
-    kwargs: dict[str, Any] = {}
-    for name, p in inspect.signature(cls).parameters.items():
-        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        if name == "parallel_strategy" and hasattr(module, "ParallelStrategy"):
-            kwargs[name] = parallel_strategy(module)
-        elif name in values:
-            kwargs[name] = values[name]
-        elif p.default is p.empty:
-            raise TypeError(f"no value for required parameter {name!r} of {cls.__name__}")
-    return kwargs
+from tests.mp_server.release_side import (
+    own_init_kwargs,
+    pack_token_ids,
+    scheduler_class,
+)
 
 
 def lookup_args(adapter: Any, tokens: list[int], block_size: int) -> tuple[str, Any]:
     params = inspect.signature(adapter.maybe_submit_lookup_request).parameters
     if "packed_token_ids" in params:
-        codec = importlib.import_module("lmcache.v1.multiprocess.token_codec")
-        return "packed_token_ids", codec.pack_token_ids(tokens)
+        return "packed_token_ids", pack_token_ids()(tokens)
     if "token_ids" in params:
         return "token_ids", tokens
     if "block_hashes" in params:
@@ -108,12 +62,11 @@ def main() -> int:
     ctx: Any = None
     try:
         zmq = importlib.import_module("zmq")
-        module = importlib.import_module(MP_MODULE)
+        cls = scheduler_class()
         out["import_s"] = round(time.monotonic() - t0, 2)
-        cls = module.LMCacheMPSchedulerAdapter
         ctx = zmq.Context()
-        kwargs = init_kwargs(
-            cls, module, args.url, ctx, block_size=args.block_size, mq_timeout=args.mq_timeout
+        kwargs = own_init_kwargs(
+            cls, args.url, ctx, block_size=args.block_size, mq_timeout=args.mq_timeout
         )
         out["init_kwargs"] = sorted(kwargs)
         t1 = time.monotonic()

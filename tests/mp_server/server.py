@@ -57,6 +57,8 @@ __all__ = [
 
 HERE = Path(__file__).resolve().parent
 STUBS_DIR = HERE / "stubs"
+#: The variable that tells ``stubs/sitecustomize.py`` which stand-ins to offer.
+STUBS_ENV = "LMCACHE_COMPAT_STUBS"
 READY_MARKER = "LMCache cache server is running..."
 HTTP_READY_MARKER = "Application startup complete."
 SERVER_MODULE = "lmcache.v1.multiprocess.server"
@@ -133,6 +135,15 @@ class RunningServer:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+    def client_env(self) -> dict[str, str]:
+        """The environment of a client process run under the release's venv: the server's
+        (telemetry off, caches in the tmp dir) without its stand-ins, with this checkout on
+        ``PYTHONPATH`` (``lmcache_compat`` and ``tests.mp_server.release_side`` importable):
+        the client gets nothing injected."""
+        env = {k: v for k, v in self.env.items() if k not in ("PYTHONPATH", STUBS_ENV)}
+        env["PYTHONPATH"] = str(HERE.parent.parent)
+        return env
 
     def stubs_used(self) -> list[str]:
         """The stand-ins the server actually imported, as announced in its log."""
@@ -443,7 +454,7 @@ def server_env(
     )
     if stubs:
         env["PYTHONPATH"] = str(STUBS_DIR)
-        env["LMCACHE_COMPAT_STUBS"] = ",".join(stubs)
+        env[STUBS_ENV] = ",".join(stubs)
     env.update(extra_env or {})
     return env
 

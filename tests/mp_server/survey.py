@@ -16,7 +16,7 @@ For each release venv (``<root>/<version>/bin/python``, see
 
 One server at a time. Writes JSON lines to ``--out`` and prints a markdown table::
 
-    python -m tests.mp_server.survey 0.5.6 0.5.7rc2 --root /tmp/mpsrv --mix 0.5.6:0.5.7rc2
+    python -m tests.mp_server.survey 0.5.6 0.5.7rc2 --mix 0.5.6:0.5.7rc2
 """
 
 from __future__ import annotations
@@ -40,17 +40,11 @@ from tests.mp_server.server import (
     inspect_release,
     mp_server,
 )
+from tests.mp_server.venvs import venv_root
 
 HERE = Path(__file__).resolve().parent
 LOOKUP_CLIENT = HERE / "lookup_client.py"
 WORKER_PROBE = HERE / "worker_probe.py"
-
-
-def _client_env(server: RunningServer) -> dict[str, str]:
-    env = dict(server.env)
-    env.pop("PYTHONPATH", None)
-    env.pop("LMCACHE_COMPAT_STUBS", None)
-    return env
 
 
 def run_json(python: Path, script: Path, url: str, env: dict[str, str]) -> dict[str, Any]:
@@ -71,6 +65,14 @@ def run_json(python: Path, script: Path, url: str, env: dict[str, str]) -> dict[
         return {"ok": False, "error": "no JSON output", "stderr": proc.stderr[-2000:]}
     result: dict[str, Any] = json.loads(lines[-1])
     return result
+
+
+#: What registering CPU KV caches raises where the worker shares them through CUDA IPC (the
+#: releases :func:`transfer_flags` finds no CPU mode in).
+CUDA_ONLY_WORKER = {
+    ("RuntimeError", "CUDA is not available"),  # 0.3.13, 0.4.3 ... 0.4.5
+    ("ValueError", "CudaIPCWrapper only supports CUDA tensors."),  # 0.3.14 ... 0.4.2
+}
 
 
 def transfer_flags(release: Release) -> list[str] | None:
@@ -114,7 +116,7 @@ def survey_release(python: Path, tmp: Path, *, worker: bool = True) -> dict[str,
                 stubs_used=server.stubs_used(),
                 argv=server.argv[2:],
             )
-            row["lookup"] = run_json(python, LOOKUP_CLIENT, server.url, _client_env(server))
+            row["lookup"] = run_json(python, LOOKUP_CLIENT, server.url, server.client_env())
             row["server_errors"] = _errors(server)
     except ServerStartError as exc:
         row.update(started=False, error=exc.first_error)
@@ -124,7 +126,7 @@ def survey_release(python: Path, tmp: Path, *, worker: bool = True) -> dict[str,
         row["worker_flags"] = flags
         try:
             with mp_server(release, tmp / "worker", extra_args=flags or ()) as server:
-                row["worker"] = run_json(python, WORKER_PROBE, server.url, _client_env(server))
+                row["worker"] = run_json(python, WORKER_PROBE, server.url, server.client_env())
                 row["worker_server_errors"] = _errors(server)
         except ServerStartError as exc:
             row["worker"] = {"ok": False, "error": f"server: {exc.first_error}"}
@@ -156,7 +158,7 @@ def http_versions(python: Path, tmp: Path) -> dict[str, Any]:
 def mix(server_py: Path, client_py: Path, tmp: Path) -> dict[str, Any]:
     """``client_py``'s release's lookup client against ``server_py``'s release's server."""
     with mp_server(server_py, tmp) as server:
-        result = run_json(client_py, LOOKUP_CLIENT, server.url, _client_env(server))
+        result = run_json(client_py, LOOKUP_CLIENT, server.url, server.client_env())
         result["server_version"] = server.release.version
         result["server_errors"] = _errors(server)
         return result
@@ -194,7 +196,7 @@ def table(rows: Sequence[dict[str, Any]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("versions", nargs="*")
-    ap.add_argument("--root", type=Path, default=Path("/tmp/mpsrv"))
+    ap.add_argument("--root", type=Path, default=venv_root())
     ap.add_argument("--out", type=Path, default=None, help="append JSON lines here")
     ap.add_argument("--mix", action="append", default=[], help="SERVER:CLIENT versions")
     ap.add_argument("--no-worker", action="store_true")

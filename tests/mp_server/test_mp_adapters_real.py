@@ -36,8 +36,9 @@ from packaging.version import Version
 
 from lmcache_compat import Capability
 from lmcache_compat.matrix import load_matrix
+from tests.mp_server.survey import CUDA_ONLY_WORKER
 from tests.mp_server.tier import MQ_TIMEOUT, STALL_SECONDS, Tier, default_budget
-from tests.mp_server.venvs import releases
+from tests.mp_server.venvs import releases, venv_root
 
 pytestmark = [pytest.mark.mpserver, pytest.mark.real]
 
@@ -48,11 +49,6 @@ MIXES = [("0.5.6", "0.5.7rc2"), ("0.5.7rc2", "0.5.6")]
 #: The HTTP front end serves /lmc_version from this release on (earlier ones answer 404).
 LMC_VERSION_ROUTE_SINCE = Version("0.4.5")
 FULL = 512  # tokens stored: two 256-token chunks
-#: What registering CPU KV caches raises where the worker shares them through CUDA IPC.
-CUDA_ONLY_WORKER = {
-    ("RuntimeError", "CUDA is not available"),  # 0.3.13, 0.4.3 ... 0.4.5
-    ("ValueError", "CudaIPCWrapper only supports CUDA tensors."),  # 0.3.14 ... 0.4.2
-}
 
 
 def has(version: str, capability: Capability) -> bool:
@@ -73,8 +69,7 @@ def job_order() -> list[tuple[str, tuple[Any, ...]]]:
 
 @pytest.fixture(scope="module")
 def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
-    root = Path(os.environ.get("LMCACHE_MP_TIER_VENVS", "/tmp/lmcache-compat-mp-venvs"))
-    t = Tier(root, tmp_path_factory.mktemp("mp-tier"), default_budget())
+    t = Tier(venv_root(), tmp_path_factory.mktemp("mp-tier"), default_budget())
     for name, (kind, *args) in job_order():
         t.submit(name, t.release_job if kind == "release" else t.mixed_job, *args)
     yield t

@@ -1,10 +1,10 @@
-"""Tests of the MP-server harness (``server.py``, ``stubs/``) and, where release venvs exist, of
-real LMCache MP servers started through it.
+"""Tests of the MP-server harness (``server.py``, ``stubs/``) and of real LMCache MP servers
+started through it, with each release's own adapters (``lookup_client.py``, ``worker_probe.py``).
 
-The tests marked ``real`` need one venv per release under ``$LMCACHE_MP_SERVER_VENVS`` (default
-``/tmp/mpsrv``; build them from ``tests/mp_server/constraints/``, see
-``scripts/build_mp_server_constraints.py``) and skip the releases that are not there. The rest
-need no LMCache and run in the unit tier.
+The tests marked ``mpserver`` run in the ``mp-servers`` tier: one venv per release
+(``venvs.ensure_venv`` under ``venvs.venv_root()``, shared with ``test_mp_adapters_real.py``,
+built from ``tests/mp_server/constraints/`` if missing). The rest need no LMCache and run in the
+unit tier.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 
 from tests.mp_server.server import (
     STUBS_DIR,
+    STUBS_ENV,
     ArgSpec,
     Release,
     ServerStartError,
@@ -28,14 +29,16 @@ from tests.mp_server.server import (
     mp_server,
     server_argv,
 )
-from tests.mp_server.survey import LOOKUP_CLIENT, WORKER_PROBE, run_json, transfer_flags
-
-VENVS = Path(os.environ.get("LMCACHE_MP_SERVER_VENVS", "/tmp/mpsrv"))
-CONSTRAINTS = Path(__file__).resolve().parent / "constraints"
-RELEASES = sorted(
-    (p.name[len("lmcache-") : -len(".txt")] for p in CONSTRAINTS.glob("lmcache-*.txt")),
-    key=lambda v: [int(x) if x.isdigit() else x for x in v.replace("rc", ".rc.").split(".")],
+from tests.mp_server.survey import (
+    CUDA_ONLY_WORKER,
+    LOOKUP_CLIENT,
+    WORKER_PROBE,
+    run_json,
+    transfer_flags,
 )
+from tests.mp_server.venvs import ensure_venv, releases, venv_root
+
+RELEASES = releases()
 
 
 def _release(args: dict[str, ArgSpec]) -> Release:
@@ -135,7 +138,7 @@ def test_cupy_stub_only_when_asked() -> None:
     )
     env = {**os.environ, "PYTHONPATH": str(STUBS_DIR)}
     for wanted, expected in (("", "False"), ("cupy", "True\nraised True")):
-        env["LMCACHE_COMPAT_STUBS"] = wanted
+        env[STUBS_ENV] = wanted
         proc = subprocess.run(
             [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
         )
@@ -147,16 +150,10 @@ def test_cupy_stub_only_when_asked() -> None:
 
 
 def _python(version: str) -> Path:
-    python = VENVS / version / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"no venv for lmcache {version} under {VENVS}")
-    return python
+    return ensure_venv(version, venv_root())
 
 
-def _client_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k not in ("PYTHONPATH", "LMCACHE_COMPAT_STUBS")}
-
-
+@pytest.mark.mpserver
 @pytest.mark.real
 @pytest.mark.parametrize("version", RELEASES)
 def test_server_starts_serves_lookup_and_stops(version: str, tmp_path: Path) -> None:
@@ -165,7 +162,7 @@ def test_server_starts_serves_lookup_and_stops(version: str, tmp_path: Path) -> 
         assert server.release.version == version
         assert server.listening()
         assert {addr for addr, _ in server.listening()} == {"127.0.0.1"}
-        result = run_json(python, LOOKUP_CLIENT, server.url, _client_env(server.env))
+        result = run_json(python, LOOKUP_CLIENT, server.url, server.client_env())
         assert result["ok"], json.dumps(result)
         assert result["lookup_result"] == 0  # nothing stored: a real round trip, zero hits
         assert result["server_chunk_size"] == 256
@@ -175,6 +172,7 @@ def test_server_starts_serves_lookup_and_stops(version: str, tmp_path: Path) -> 
         assert s.connect_ex(("127.0.0.1", port)) != 0
 
 
+@pytest.mark.mpserver
 @pytest.mark.real
 @pytest.mark.parametrize("version", RELEASES)
 def test_gpu_free_start_needs_stand_ins_only_where_expected(version: str, tmp_path: Path) -> None:
@@ -187,15 +185,18 @@ def test_gpu_free_start_needs_stand_ins_only_where_expected(version: str, tmp_pa
     assert info.value.first_error
 
 
+@pytest.mark.mpserver
 @pytest.mark.real
 @pytest.mark.parametrize("version", RELEASES)
 def test_worker_cpu_store_lookup_retrieve(version: str, tmp_path: Path) -> None:
     python = _python(version)
     release = inspect_release(python)
     flags = transfer_flags(release)
-    if flags is None:
-        pytest.skip(f"lmcache {version} has no CPU transfer mode (its worker needs CUDA IPC)")
-    with mp_server(release, tmp_path, extra_args=flags) as server:
-        result = run_json(python, WORKER_PROBE, server.url, _client_env(server.env))
+    with mp_server(release, tmp_path, extra_args=flags or ()) as server:
+        result = run_json(python, WORKER_PROBE, server.url, server.client_env())
+    if flags is None:  # no CPU transfer mode: the release's own worker shares KV by CUDA IPC
+        kind, _, message = result.get("error", "").partition(": ")
+        assert not result["ok"] and (kind, message) in CUDA_ONLY_WORKER, json.dumps(result)
+        return
     assert result["ok"], json.dumps(result)
     assert result["lookup_hit_tokens"] == 512

@@ -99,14 +99,6 @@ class Slots:
                 self.cond.notify_all()
 
 
-def client_env(server: RunningServer) -> dict[str, str]:
-    """The server's environment (telemetry off, caches in the tmp dir) without its stand-ins,
-    with this checkout importable: the client process gets nothing injected."""
-    env = {k: v for k, v in server.env.items() if k not in ("PYTHONPATH", "LMCACHE_COMPAT_STUBS")}
-    env["PYTHONPATH"] = str(REPO)
-    return env
-
-
 def run_client(
     python: Path, spec: dict[str, Any], env: dict[str, str], budget: Budget
 ) -> dict[str, Any]:
@@ -258,7 +250,7 @@ class Tier:
                 }
                 if multi:
                     spec["multi"] = {"url": servers[1].url, "http_url": self._http(servers[1])}
-                out["client"] = run_client(python, spec, client_env(main), self.budget)
+                out["client"] = run_client(python, spec, main.client_env(), self.budget)
                 out["server_errors"] = _log_errors(main)
         out["stopped"] = all(stopped(f) for f in out["servers"])
         return out
@@ -280,7 +272,7 @@ class Tier:
                 "mq_timeout": MQ_TIMEOUT,
                 "poll_timeout": 3 * MQ_TIMEOUT,
             }
-            out["client"] = run_client(client_py, spec, client_env(server), self.budget)
+            out["client"] = run_client(client_py, spec, server.client_env(), self.budget)
             out["server_errors"] = _log_errors(server)
         out["stopped"] = all(stopped(f) for f in out["servers"])
         return out

@@ -26,6 +26,12 @@ FIND_LINKS = Path("/opt/wheels")
 STAMP = ".lmcache-compat-stamp"
 
 
+def venv_root() -> Path:
+    """Where the release venvs live: ``$LMCACHE_MP_TIER_VENVS`` (tox sets it under the env's
+    work dir), else a folder under ``/tmp`` that survives between runs."""
+    return Path(os.environ.get("LMCACHE_MP_TIER_VENVS", "/tmp/lmcache-compat-mp-venvs"))
+
+
 def constraints_file(version: str) -> Path:
     return CONSTRAINTS / f"lmcache-{version}.txt"
 

@@ -4,7 +4,10 @@ Run it with the Python of a venv that has the release installed, against a serve
 its CPU transfer flag: ``--transfer-mode non_gpu`` (0.4.6) or ``--supported-transfer-mode auto``
 (0.4.7 on; ``survey.transfer_flags`` picks it)::
 
-    /tmp/mpsrv/0.5.6/bin/python tests/mp_server/worker_probe.py tcp://127.0.0.1:PORT
+    PYTHONPATH=. /tmp/lmcache-compat-mp-venvs/0.5.6/bin/python tests/mp_server/worker_probe.py tcp://127.0.0.1:PORT
+
+The release's classes are found through :mod:`tests.mp_server.release_side` (hence the
+repository root on ``PYTHONPATH``).
 
 ``LMCacheMPWorkerAdapter.register_kv_caches`` takes CPU tensors in vLLM's CPU-attention layout
 (HND: ``[2, num_blocks, num_heads, block_size, head_size]`` per layer); with CPU tensors the
@@ -28,36 +31,13 @@ import time
 import traceback
 from typing import Any
 
-MP_MODULE = "lmcache.integration.vllm.vllm_multi_process_adapter"
-PARALLEL_FIELDS: dict[str, object] = {
-    "use_mla": False,
-    "mla_only": False,
-    "kv_world_size": 1,
-    "kv_worker_id": 0,
-    "actual_world_size": 1,
-    "actual_worker_id": 0,
-    "vllm_world_size": 1,
-    "vllm_worker_id": 0,
-    "tp_size": 1,
-    "pp_size": 1,
-    "n_servers": 1,
-    "dcp_size": 1,
-}
-
-
-def _kwargs(cls: type, module: Any, values: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, p in inspect.signature(cls).parameters.items():
-        if name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            continue
-        if name == "parallel_strategy" and hasattr(module, "ParallelStrategy"):
-            ps = module.ParallelStrategy
-            out[name] = ps(**{f.name: PARALLEL_FIELDS[f.name] for f in dataclasses.fields(ps)})
-        elif name in values:
-            out[name] = values[name]
-        elif p.default is p.empty:
-            raise TypeError(f"no value for {cls.__name__}({name})")
-    return out
+from tests.mp_server.release_side import (
+    load_store_op_class,
+    own_init_kwargs,
+    pack_token_ids,
+    scheduler_class,
+    worker_class,
+)
 
 
 def _wait(pred: Any, timeout: float) -> Any:
@@ -82,23 +62,16 @@ def main() -> int:
         import torch
 
         zmq = importlib.import_module("zmq")
-        m = importlib.import_module(MP_MODULE)
         ctx = zmq.Context()
         block, heads, head_size, n_blocks, n_layers = 16, 2, 8, 64, 2
-        values = {
-            "server_url": args.url,
-            "server_urls": [args.url],
-            "context": ctx,
-            "model_name": "m",
-            "vllm_block_size": block,
-            "world_size": 1,
-            "kv_rank": 0,
-            "tp_size": 1,
-            "mq_timeout": 10.0,
-        }
-        worker = m.LMCacheMPWorkerAdapter(**_kwargs(m.LMCacheMPWorkerAdapter, m, values))
+        worker_cls, scheduler_cls, op = worker_class(), scheduler_class(), load_store_op_class()
+        worker = worker_cls(
+            **own_init_kwargs(worker_cls, args.url, ctx, block_size=block, mq_timeout=10.0)
+        )
         adapters.append(worker)
-        sched = m.LMCacheMPSchedulerAdapter(**_kwargs(m.LMCacheMPSchedulerAdapter, m, values))
+        sched = scheduler_cls(
+            **own_init_kwargs(scheduler_cls, args.url, ctx, block_size=block, mq_timeout=10.0)
+        )
         adapters.append(sched)
         torch.manual_seed(0)
         # vLLM's CPU attention layout, HND: [2, num_blocks, num_heads, block_size, head_size]
@@ -120,19 +93,18 @@ def main() -> int:
         out["transfer_context"] = type(getattr(worker, "transfer_ctx", None)).__name__
 
         tokens = list(range(1, 513))  # 2 chunks of 256
-        fields = {f.name for f in dataclasses.fields(m.LoadStoreOp)}
-        tok = {"token_ids": tokens} if "token_ids" in fields else {}
+        fields = {f.name for f in dataclasses.fields(op)}
+        tok: dict[str, Any] = {"token_ids": tokens} if "token_ids" in fields else {}
         if "token_bytes" in fields:
-            codec = importlib.import_module("lmcache.v1.multiprocess.token_codec")
-            tok = {"token_bytes": codec.pack_token_ids(tokens)}
+            tok = {"token_bytes": pack_token_ids()(tokens)}
         # block_ids: list[int] up to 0.4.6, one list per engine KV group (list[list[int]]) after.
-        field_type = {f.name: str(f.type) for f in dataclasses.fields(m.LoadStoreOp)}
+        field_type = {f.name: str(f.type) for f in dataclasses.fields(op)}
         nested = "list[list" in field_type["block_ids"].replace("List", "list")
 
         def blocks(ids: range) -> list[Any]:
             return [list(ids)] if nested else list(ids)
 
-        store = m.LoadStoreOp(**tok, block_ids=blocks(range(32)), start=0, end=512)
+        store = op(**tok, block_ids=blocks(range(32)), start=0, end=512)
         worker.submit_store_request("store-0", store, None)
         done = _wait(lambda: worker.get_finished({"store-0"})[0], args.timeout)
         out["store_finished"] = sorted(done) if done else None
@@ -143,7 +115,7 @@ def main() -> int:
         out["lookup_hit_tokens"] = hit
 
         before = {k: v[:, :32].clone() for k, v in kv.items()}
-        load = m.LoadStoreOp(**tok, block_ids=blocks(range(32, 64)), start=0, end=512)
+        load = op(**tok, block_ids=blocks(range(32, 64)), start=0, end=512)
         worker.submit_retrieve_request("req-1", load, None)
         done = _wait(lambda: worker.get_finished({"req-1"})[1], args.timeout)
         out["retrieve_finished"] = sorted(done) if done else None
