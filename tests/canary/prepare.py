@@ -39,16 +39,13 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from tests.uv_install import uv_install
+
 ROOT = Path(__file__).resolve().parents[2]
 INDEX_JSON = os.environ.get("LMCACHE_CANARY_INDEX_JSON", "https://pypi.org/pypi")
 TORCH = "2.13.0"
 #: Bytes a downloaded LMCache artifact may have (LMCache wheels are a few MB).
 MAX_ARTIFACT = 256 * 1024**2
-
-
-def _uv() -> list[str]:
-    found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
 
 
 def project_json(name: str) -> dict[str, Any]:
@@ -191,21 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         target = out / "lmcache" / lm_version
         if not (target / f"lmcache-{lm_version}.dist-info").is_dir():
             shutil.rmtree(target, ignore_errors=True)
-            subprocess.run(
-                [
-                    *_uv(),
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--no-deps",
-                    "--python",
-                    sys.executable,
-                    "--target",
-                    str(target),
-                    str(path),
-                ],
-                check=True,
-            )
+            uv_install(str(path), target=target, compile_bytecode=False)
     plan["lmcache"] = {
         "version": lm_version,
         "chosen": "pinned" if args.lmcache else "newest on the index (pre/dev included)",
@@ -224,21 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     constraints, generated = vllm_constraints(
         vllm_version, out / "constraints", args.generate_constraints
     )
-    subprocess.run(
-        [
-            *_uv(),
-            "pip",
-            "install",
-            "--python",
-            sys.executable,
-            "--no-deps",
-            "--quiet",
-            "--compile-bytecode",
-            "-r",
-            str(constraints),
-        ],
-        check=True,
-    )
+    uv_install(requirements=constraints)
     installed_torch = metadata.version("torch")
     if metadata.version("vllm") != vllm_version:
         raise SystemExit(f"installed vLLM {metadata.version('vllm')}, wanted {vllm_version}")

@@ -78,24 +78,9 @@ def confine(work: Path) -> None:
 
 def warm_up(work: Path) -> None:
     """The first ``ModelConfig`` of the tiny model (its model inspection runs once, here)."""
-    from vllm.config import ModelConfig
-
     from tests.real.scheduler import harness as h
 
-    model_dir = h.prepare_model_dir(work / "warm-up")
-    ModelConfig(
-        **h.accepted_kwargs(
-            ModelConfig,
-            {
-                "model": str(model_dir),
-                "tokenizer": str(model_dir),
-                "skip_tokenizer_init": True,
-                "dtype": "float16",
-                "seed": 0,
-                "max_model_len": 1024,
-            },
-        )
-    )
+    h.tiny_model_config(work / "warm-up")
 
 
 def _use_release(target: Path) -> None:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
+
+from tests.uv_install import uv_install
 
 ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "grid-vllm"
@@ -38,11 +39,6 @@ def vllm_of(env_name: str) -> str:
 
 def constraints_file(vllm: str) -> Path:
     return ROOT / "tests" / "real" / "constraints" / f"vllm-{vllm}-cpu.txt"
-
-
-def _uv() -> list[str]:
-    found = shutil.which("uv")
-    return [found] if found else [sys.executable, "-m", "uv"]
 
 
 def wheel_releases() -> list[str]:
@@ -65,22 +61,7 @@ def install_release(version: str, releases_dir: Path) -> Path:
         return target
     if target.exists():
         shutil.rmtree(target)
-    subprocess.run(
-        [
-            *_uv(),
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--compile-bytecode",
-            "--python",
-            sys.executable,
-            "--target",
-            str(target),
-            f"lmcache=={version}",
-        ],
-        check=True,
-    )
+    uv_install(f"lmcache=={version}", target=target)
     return target
 
 
@@ -100,21 +81,7 @@ def main(env_name: str, releases_dir: str) -> int:
     if not os.environ.get("UV_FIND_LINKS"):
         raise SystemExit("UV_FIND_LINKS is unset: uv would download a CUDA build of torch")
     start = time.perf_counter()
-    subprocess.run(
-        [
-            *_uv(),
-            "pip",
-            "install",
-            "--python",
-            sys.executable,
-            "--no-deps",
-            "--compile-bytecode",
-            "--quiet",
-            "-r",
-            str(constraints_file(vllm)),
-        ],
-        check=True,
-    )
+    uv_install(requirements=constraints_file(vllm))
     print(f"grid prepare: {check_versions(vllm)} ({time.perf_counter() - start:.1f} s)")
     start = time.perf_counter()
     dest = Path(releases_dir)

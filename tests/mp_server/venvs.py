@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.uv_install import uv, uv_install
+
 HERE = Path(__file__).resolve().parent
 CONSTRAINTS = HERE / "constraints"
 FIND_LINKS = Path("/opt/wheels")
@@ -49,13 +51,6 @@ def _stamp(version: str) -> str:
     return f"lmcache=={version} {digest}\n"
 
 
-def _uv() -> list[str]:
-    found = shutil.which("uv")
-    if found:
-        return [found]
-    return [sys.executable, "-m", "uv"]
-
-
 def ensure_venv(version: str, root: Path, *, timeout: float = 900.0) -> Path:
     """The venv's Python for ``version`` under ``root``, built first if missing or stale."""
     venv = root / version
@@ -69,24 +64,28 @@ def ensure_venv(version: str, root: Path, *, timeout: float = 900.0) -> Path:
     env = dict(os.environ)
     if FIND_LINKS.is_dir():
         env.setdefault("UV_FIND_LINKS", str(FIND_LINKS))
-    uv = _uv()
-    base = sys.executable
-    steps = [
-        [*uv, "venv", "--quiet", "--python", base, str(venv)],
-        [*uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps",
-         "-r", str(constraints_file(version))],
-        [*uv, "pip", "install", "--quiet", "--python", str(python), "--no-deps",
-         f"lmcache=={version}"],
-    ]  # fmt: skip
     deadline = time.monotonic() + timeout
-    for cmd in steps:
-        left = max(1.0, deadline - time.monotonic())
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=left)
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"building the lmcache {version} venv failed: {' '.join(cmd)}\n"
-                f"{proc.stderr[-3000:]}"
-            )
+
+    def left() -> float:
+        return max(1.0, deadline - time.monotonic())
+
+    cmd = [*uv(), "venv", "--quiet", "--python", sys.executable, str(venv)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=left())
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+    try:
+        uv_install(
+            python=python,
+            requirements=constraints_file(version),
+            env=env,
+            timeout=left(),
+            compile_bytecode=False,
+        )
+        uv_install(
+            f"lmcache=={version}", python=python, env=env, timeout=left(), compile_bytecode=False
+        )
+    except RuntimeError as exc:
+        raise RuntimeError(f"building the lmcache {version} venv failed: {exc}") from None
     stamp.write_text(_stamp(version))
     return python
 

@@ -53,6 +53,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from tests.grid.scenario import LAYERS, worker_step
 from tests.real.scheduler import harness as h
 
 # the scenario's constants are shared with the vLLM 0.32.0 driver
@@ -71,8 +72,6 @@ from tests.real.scheduler.compat_driver import (
     run_driver,
 )
 from tests.real_vllm011 import helpers as v11
-
-LAYERS = [f"model.layers.{i}.self_attn.attn" for i in range(2)]
 
 START = time.perf_counter()
 
@@ -242,25 +241,6 @@ def _feed_and_finish(
 # --- full: LMCache 0.5.6 --------------------------------------------------------------------------
 
 
-def _worker_step(config: Any, scheduler_output: Any) -> Any:
-    """vLLM 0.11.0's own worker-side connector step (no model runs)."""
-    import pickle
-
-    from vllm.forward_context import set_forward_context
-    from vllm.v1.worker.kv_connector_model_runner_mixin import KVConnectorModelRunnerMixin
-
-    scheduler_output.kv_connector_metadata = pickle.loads(
-        pickle.dumps(scheduler_output.kv_connector_metadata)
-    )
-    attn_metadata = dict.fromkeys(LAYERS, object())  # any non-None metadata: a forward ran
-    with (
-        set_forward_context(attn_metadata, config),
-        KVConnectorModelRunnerMixin._get_kv_connector_output(scheduler_output) as kv_output,
-    ):
-        pass  # the model's forward pass would run here
-    return kv_output
-
-
 def convert_events_directly() -> dict[str, Any]:
     """``_EventConverter`` over vLLM 0.11.0's ``BlockStored`` (no ``lora_name``) with LMCache
     0.5.6's event classes (which have ``lora_name``): called directly, see the module doc."""
@@ -368,7 +348,7 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
     first, report["step1"] = _schedule_hit_and_miss(scheduler)
 
     with h.timed(timings, "worker_step_1"):
-        kv_output = _worker_step(worker_config, first)
+        kv_output = worker_step(worker_config, first)
     failed = worker.get_block_ids_with_load_errors()  # what vLLM >= 0.11.2's step would ask
     report["worker_step1"] = {
         "retrieves": list(engine.retrieves),

@@ -9,11 +9,11 @@ the shipped matrix, and scanned by the tests (``ENV_TMP_DIR/<artifact>``).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 from tests.release.check_installed import main as check_installed
 from tests.release.fetch_sdist import main as fetch_sdist
+from tests.uv_install import uv_install
 
 PREFIX = "release-"
 
@@ -31,19 +31,7 @@ def main(env_name: str, tmp: str) -> int:
     row = load_matrix().row(version)
     if row.artifact.endswith(".tar.gz"):
         return fetch_sdist(version, tmp)
-    subprocess.run(
-        [
-            "uv",
-            "pip",
-            "install",
-            "--python",
-            sys.executable,
-            "--no-deps",
-            "--quiet",
-            f"lmcache=={version}",
-        ],
-        check=True,
-    )
+    uv_install(f"lmcache=={version}", compile_bytecode=False)
     return check_installed(version)
 
 

@@ -78,6 +78,27 @@ def model_num_layers(model_dir: Path) -> int:
     return int(config["num_hidden_layers"])
 
 
+def tiny_model_config(tmp_dir: Path, max_model_len: int = 1024) -> Any:
+    """vLLM's ``ModelConfig`` of the tiny model prepared under ``tmp_dir`` (only the keyword
+    arguments this vLLM's ``ModelConfig`` accepts)."""
+    from vllm.config import ModelConfig
+
+    model_dir = prepare_model_dir(tmp_dir)
+    return ModelConfig(
+        **accepted_kwargs(
+            ModelConfig,
+            {
+                "model": str(model_dir),
+                "tokenizer": str(model_dir),
+                "skip_tokenizer_init": True,
+                "dtype": "float16",
+                "seed": 0,
+                "max_model_len": max_model_len,
+            },
+        )
+    )
+
+
 def make_vllm_config(
     tmp_dir: Path,
     connector_name: str,
@@ -107,25 +128,11 @@ def make_vllm_config(
         CacheConfig,
         DeviceConfig,
         KVTransferConfig,
-        ModelConfig,
         SchedulerConfig,
         VllmConfig,
     )
 
-    model_dir = prepare_model_dir(tmp_dir)
-    model_config = ModelConfig(
-        **accepted_kwargs(
-            ModelConfig,
-            {
-                "model": str(model_dir),
-                "tokenizer": str(model_dir),
-                "skip_tokenizer_init": True,
-                "dtype": "float16",
-                "seed": 0,
-                "max_model_len": max_model_len,
-            },
-        )
-    )
+    model_config = tiny_model_config(tmp_dir, max_model_len)
     scheduler_config = SchedulerConfig(
         **accepted_kwargs(
             SchedulerConfig,
