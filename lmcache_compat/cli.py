@@ -58,7 +58,8 @@ def _print_json(data: object) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from lmcache_compat.doctor import doctor_report, format_doctor, mp_servers_report
+    from lmcache_compat.doctor import doctor_report, mp_servers_report
+    from lmcache_compat.doctor_text import format_doctor
 
     report = doctor_report()
     if args.mp_server:  # a running MP server's release, from its HTTP front end

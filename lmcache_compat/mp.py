@@ -21,18 +21,11 @@ from lmcache_compat.adapter import BoundAdapter, _property_getter
 from lmcache_compat.arguments import Downgrades
 from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER, Capability, fallback_table
 from lmcache_compat.errors import NotAnEngineError
-from lmcache_compat.mp_calls import (
-    Pack,
-    load_store_op_factory,
-    mp_check_lookup_result,
-    mp_free_lookup_locks,
-    mp_lookup,
-    mp_register_kv_caches,
-    mp_submit,
-)
+from lmcache_compat.mp_calls import mp_check_lookup_result, mp_free_lookup_locks, mp_lookup
 from lmcache_compat.mp_config import SERVERS, MPConfig, mp_init_call
+from lmcache_compat.mp_worker_calls import load_store_op_factory, mp_register_kv_caches, mp_submit
 from lmcache_compat.probes import facts_for_class
-from lmcache_compat.tokens import key_encoding, token_field
+from lmcache_compat.tokens import Pack, key_encoding, token_field
 
 __all__ = ["MPConfig", "MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
 

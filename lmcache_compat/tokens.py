@@ -10,23 +10,34 @@ name when it has none), never from a version number, so the next change is seen,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
+from lmcache_compat.errors import UnsupportedArgumentError
+from lmcache_compat.locations import PACK_TOKEN_IDS
 from lmcache_compat.signatures import annotation_words
 
 if TYPE_CHECKING:
     from lmcache_compat.signatures import MethodFacts
 
 __all__ = [
+    "BYTES_TYPES",
     "Encoding",
+    "Pack",
     "encoding_of",
     "key_encoding",
     "looks_up_by_tokens",
     "takes_packed_tokens",
     "token_field",
+    "token_form",
+    "tokens_converter",
 ]
 
 Encoding = Literal["block_hashes", "token_ids", "packed"]
+#: A release's own ``pack_token_ids`` (0.5.7rc2 on).
+Pack = Callable[[Sequence[int]], bytes]
+#: What a caller may pass as token ids already packed.
+BYTES_TYPES = (bytes, bytearray, memoryview)
 
 _BYTES = frozenset({"bytes", "bytearray", "memoryview", "Buffer"})
 _HASHES = frozenset({"BlockHash", "ExternalBlockHash"})
@@ -82,3 +93,47 @@ def token_field(facts: MethodFacts) -> tuple[str, Encoding] | None:
         if enc is not None:
             return p.name, enc
     return None
+
+
+def token_form(facts: MethodFacts, position: int, where: str) -> Encoding:
+    encoding = key_encoding(facts, position)
+    if encoding is None:
+        names = [p.name for p in facts.params]
+        raise UnsupportedArgumentError(
+            "token_ids",
+            f"{where}: cannot tell how this release wants the request's tokens (parameter "
+            f"{position} of {names}, annotation "
+            f"{facts.params[position].annotation if position < len(names) else 'none'!s}); "
+            "please report this release",
+        )
+    return encoding
+
+
+def tokens_converter(encoding: Encoding, pack: Pack | None, where: str) -> Callable[[Any], Any]:
+    """The conversion applied to the caller's token ids for a parameter of ``encoding``
+    (``ARG.packed_token_ids``; Capability.MP_PACKED_TOKEN_IDS)."""
+    if encoding == "packed":
+        if pack is None:
+            raise UnsupportedArgumentError(
+                "token_ids",
+                f"{where} takes packed token ids, but no {PACK_TOKEN_IDS.name} was found beside "
+                f"it (its module, or {', '.join(PACK_TOKEN_IDS.modules)}); please report this "
+                "release",
+            )
+        packer = pack
+
+        def to_bytes(token_ids: Any) -> bytes:
+            if isinstance(token_ids, BYTES_TYPES):  # already packed by the caller: as is
+                return bytes(token_ids)
+            return packer(token_ids)
+
+        return to_bytes
+
+    def as_list(token_ids: Any) -> Any:
+        if isinstance(token_ids, BYTES_TYPES):
+            raise TypeError(
+                f"{where} takes token ids as a list of ints; pass the ids, not packed bytes"
+            )
+        return token_ids
+
+    return as_list

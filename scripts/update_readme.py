@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from lmcache_compat.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.catalog import CATALOG, CapabilitySpec  # noqa: E402
-from lmcache_compat.doctor import format_verdict  # noqa: E402
+from lmcache_compat.doctor_text import format_verdict  # noqa: E402
 from lmcache_compat.grid import load_grid  # noqa: E402
 from lmcache_compat.grid import render_markdown as render_grid  # noqa: E402
 from lmcache_compat.known_issues import verdict  # noqa: E402

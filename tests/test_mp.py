@@ -478,7 +478,7 @@ def test_argument_table_is_documented_in_the_readme() -> None:
     )
 
 
-MAPPERS = ("mp_calls", "mp_config", "engine_calls", "engine", "mp")
+MAPPERS = ("mp_calls", "mp_worker_calls", "tokens", "mp_config", "engine_calls", "engine", "mp")
 
 
 def test_every_argument_row_is_used_and_every_refusal_names_a_row() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from lmcache_compat import Capability, MPConfig, MPSchedulerAdapter, MPWorkerAdapter
+from lmcache_compat.doctor_text import format_mp_servers
 from lmcache_compat.errors import LMCacheCompatError, MPServerError, MPVersionMismatchError
 from lmcache_compat.matrix import load_matrix
 from lmcache_compat.mp_server import (
@@ -388,7 +389,7 @@ def test_doctor_reports_the_server_release(
         "matches": False,
     }
     assert "cannot reach" in entries[1]["error"]
-    lines = doctor._format_mp_servers(entries)
+    lines = format_mp_servers(entries)
     assert "LMCache 0.5.7rc2: NOT the installed LMCache 0.5.6" in lines[0]
     assert "NOT reachable" in lines[1]
 

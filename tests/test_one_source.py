@@ -62,7 +62,7 @@ def test_keywords_releases_gained_are_named_by_the_catalog_only() -> None:
     keywords = {row.keyword for row in CATALOG if row.keyword}
     homonyms = {
         ("mp_config.py", "server_urls"),  # MPConfig's own field: our API's name
-        ("mp_calls.py", "start"),  # LoadStoreOp's own start field (0.3.14), not the lookup's
+        ("mp_worker_calls.py", "start"),  # LoadStoreOp's own start field (0.3.14), not the lookup's
     }
     found = [
         f"{path.name}:{line}: {text!r}"

@@ -23,13 +23,8 @@ from lmcache_compat import MPConfig, UnsupportedArgumentError
 from lmcache_compat import locations as loc
 from lmcache_compat.arguments import Downgrades
 from lmcache_compat.mp import mp_init_kwargs
-from lmcache_compat.mp_calls import (
-    load_store_op_factory,
-    mp_free_lookup_locks,
-    mp_lookup,
-    mp_register_kv_caches,
-    mp_submit,
-)
+from lmcache_compat.mp_calls import mp_free_lookup_locks, mp_lookup
+from lmcache_compat.mp_worker_calls import load_store_op_factory, mp_register_kv_caches, mp_submit
 from lmcache_compat.resolve import where
 from lmcache_compat.signatures import facts_of
 from lmcache_compat.tokens import key_encoding
