@@ -133,10 +133,7 @@ def _lookup_positional(
     type check, then the release's method. Token ids are packed with the release's codec
     where it takes bytes (0.5.7rc2); bytes are refused where it takes a list."""
     if encoding == "packed":
-        packer = pack
-        if packer is None:
-            tokens_converter(encoding, pack, downgrades.where)  # raises: no codec
-            raise AssertionError("unreachable")
+        packer = tokens_converter(encoding, pack, downgrades.where)  # raises without a codec
 
         def lookup_packed(
             request_id: str,
@@ -150,7 +147,7 @@ def _lookup_positional(
         ) -> Any:
             if token_ids is None:
                 raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
-            packed = token_ids if type(token_ids) is bytes else packer(token_ids)
+            packed = packer(token_ids)
             if with_start:
                 return method(
                     request_id, packed, cache_salt or "", request_configs, reserve_last_token, start

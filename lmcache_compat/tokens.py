@@ -30,6 +30,7 @@ __all__ = [
     "takes_packed_tokens",
     "token_field",
     "token_form",
+    "packed_converter",
     "tokens_converter",
 ]
 
@@ -109,6 +110,22 @@ def token_form(facts: MethodFacts, position: int, where: str) -> Encoding:
     return encoding
 
 
+def packed_converter(pack: Pack) -> Callable[[Any], bytes]:
+    """The one normaliser of token ids for a release that takes them packed: ``bytes`` are
+    passed as they are, any other bytes-like object (``bytearray``, ``memoryview``) as the same
+    bytes (already packed by the caller: never packed again, which would pack each byte as a
+    token), and a sequence of ints is packed with the release's own codec."""
+
+    def to_bytes(token_ids: Any) -> bytes:
+        if type(token_ids) is bytes:
+            return token_ids
+        if isinstance(token_ids, BYTES_TYPES):
+            return bytes(token_ids)  # a memoryview: its bytes, in memory order
+        return pack(token_ids)
+
+    return to_bytes
+
+
 def tokens_converter(encoding: Encoding, pack: Pack | None, where: str) -> Callable[[Any], Any]:
     """The conversion applied to the caller's token ids for a parameter of ``encoding``
     (``ARG.packed_token_ids``; Capability.MP_PACKED_TOKEN_IDS)."""
@@ -120,14 +137,7 @@ def tokens_converter(encoding: Encoding, pack: Pack | None, where: str) -> Calla
                 f"it (its module, or {', '.join(PACK_TOKEN_IDS.modules)}); please report this "
                 "release",
             )
-        packer = pack
-
-        def to_bytes(token_ids: Any) -> bytes:
-            if isinstance(token_ids, BYTES_TYPES):  # already packed by the caller: as is
-                return bytes(token_ids)
-            return packer(token_ids)
-
-        return to_bytes
+        return packed_converter(pack)
 
     def as_list(token_ids: Any) -> Any:
         if isinstance(token_ids, BYTES_TYPES):

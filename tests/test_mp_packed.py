@@ -180,3 +180,24 @@ def test_load_store_op_carries_token_bytes() -> None:
 def test_a_set_of_urls_is_refused() -> None:
     with pytest.raises(TypeError, match="order"):
         MPConfig({"tcp://a:1", "tcp://b:1"}, "m", 16)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_bytes_like_packed_ids_reach_every_call_as_the_same_bytes(kind: type) -> None:
+    """A caller that packed the ids already (``bytes``, ``bytearray`` or a ``memoryview``):
+    the lookup's fast path, the lock free and the load/store op pass exactly those bytes, so
+    the free releases the read locks the lookup took (packing them again would ask for one
+    token per byte, or byte-swapped words: a different prefix)."""
+    packed = _packed(IDS)
+    adapter, target = _scheduler(PACKED)
+    adapter.lookup("r1", kind(packed))
+    assert _last(target)[2] == {"request_id": "r1", "packed_token_ids": packed}
+    adapter.lookup("r2", kind(packed), cache_salt="s", start=16)
+    assert _last(target)[2]["packed_token_ids"] == packed
+    adapter.free_lookup_locks(kind(packed), 0, 32, "r1")
+    sent = _last(target)[2]["packed_token_ids"]
+    assert sent == packed and type(sent) is bytes
+    mod = fake_module(MATRIX.row(PACKED))
+    worker = MPWorkerAdapter(instantiate(mod.LMCacheMPWorkerAdapter))
+    op = worker.make_load_store_op([4, 5], kind(packed), end=len(IDS))
+    assert vars(op)["token_bytes"] == packed
