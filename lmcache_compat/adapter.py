@@ -32,7 +32,13 @@ from lmcache_compat.errors import (
 from lmcache_compat.probes import Capabilities, ClassFacts, facts_for_class, probe_target
 from lmcache_compat.versions import version_or_none
 
-__all__ = ["BoundAdapter", "ConnectorAdapter", "first_release", "missing_error"]
+__all__ = [
+    "BoundAdapter",
+    "ConnectorAdapter",
+    "UnreadableMethodWarning",
+    "first_release",
+    "missing_error",
+]
 
 
 def _describe(value: object) -> str:
@@ -252,6 +258,7 @@ class BoundAdapter:
             if cls._ROLE in s.owners and s.fallback is not None and s.keyword is None
         ]
         absent = tuple(s for s in optional if s.capability not in caps)
+        _warn_opaque(facts, absent, bool(strict))
         raising = tuple(spec_for(c) for c in cls._RAISE_WHEN_ABSENT if c not in caps)
         shape = _shape_class(cls, absent, bool(strict), raising)
         self = cast(_A, object.__new__(shape))
@@ -298,6 +305,35 @@ class BoundAdapter:
             f"<{type(self).__name__} over {self.capabilities.cls_name} "
             f"(LMCache {self.lmcache_version or 'unknown'}; {present})>"
         )
+
+
+def _warn_opaque(facts: ClassFacts, absent: Iterable[CapabilitySpec], strict: bool) -> None:
+    """Say at construction when an absent capability's method exists but is a descriptor whose
+    signature cannot be read without running it: the adapter will not call it."""
+    import warnings
+
+    for spec in absent:
+        member = facts.surface.get(spec.method)
+        if member is None or member.kind != "opaque":
+            continue
+        instead = (
+            "calling it raises MissingCapabilityError (strict)"
+            if strict
+            else f"the adapter returns the fallback instead: {spec.fallback_result}"
+        )
+        warnings.warn(
+            f"{facts.cls_name}.{spec.method} is a descriptor whose signature cannot be read "
+            f"without running it (not a function, no __wrapped__), so lmcache-compat cannot "
+            f"tell whether it is {spec.member}; {instead}. Define it as a plain method, or wrap "
+            "it with functools.wraps so that its signature can be read",
+            UnreadableMethodWarning,
+            stacklevel=4,
+        )
+
+
+class UnreadableMethodWarning(UserWarning):
+    """An engine method whose signature lmcache-compat cannot read: the adapter uses the
+    capability's fallback (or, strict, raises) instead of calling it."""
 
 
 def _property_getter(cls: type, name: str) -> Callable[[Any], Any]:

@@ -29,7 +29,7 @@ import threading
 import types
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from lmcache_compat.catalog import (
     CATALOG,
@@ -216,11 +216,53 @@ def method_facts(raw: object) -> MethodFacts | None:
         return facts_of(raw, drop_first=not isinstance(raw, types.BuiltinFunctionType))
     if isinstance(raw, property) or type(raw).__name__ == "cached_property":
         return MethodFacts(None, kind="property")
+    if isinstance(raw, functools.partialmethod):
+        return _partialmethod_facts(raw)
     if hasattr(type(raw), "__get__"):
-        return None
+        # A wrapper that binds like the function it wraps (``functools.lru_cache``, wrapt's
+        # ``FunctionWrapper``, tracing decorators): read through ``__wrapped__``. Any other
+        # descriptor stays opaque: what it returns is only known by running ``__get__``.
+        wrapped = _wrapped_function(raw)
+        if wrapped is not None:
+            return facts_of(wrapped)
+        return MethodFacts(None, kind="opaque") if callable(raw) or _binds(raw) else None
     if callable(raw):
         return facts_of(raw, drop_first=False)
     return None
+
+
+def _binds(raw: object) -> bool:
+    """A non-data descriptor (``__get__`` without ``__set__``): attribute access may well
+    return a callable, but only running ``__get__`` would tell."""
+    return not hasattr(type(raw), "__set__") and not hasattr(type(raw), "__delete__")
+
+
+def _wrapped_function(raw: object, depth: int = 8) -> types.FunctionType | None:
+    """The plain function a method wrapper wraps (its ``__wrapped__`` chain, at most ``depth``
+    links, read from the wrapper object, never from an engine), or ``None``."""
+    current = raw
+    for _ in range(depth):
+        try:
+            current = object.__getattribute__(current, "__wrapped__")
+        except AttributeError:
+            try:  # wrapt and other C proxies keep it as a type attribute
+                current = current.__wrapped__  # type: ignore[attr-defined]
+            except Exception:  # a proxy that refuses: cannot be read
+                return None
+        except Exception:
+            return None
+        if isinstance(current, types.FunctionType):
+            return current
+    return None
+
+
+def _partialmethod_facts(raw: functools.partialmethod[Any]) -> MethodFacts | None:
+    """``functools.partialmethod(func, *args, **keywords)``: the signature of ``func`` with
+    ``self`` and the bound arguments taken (keywords keep a default, as a call sees them)."""
+    func = raw.func
+    if not isinstance(func, types.FunctionType):
+        return MethodFacts(None, kind="opaque")
+    return facts_of(functools.partial(func, None, *raw.args, **raw.keywords), drop_first=False)
 
 
 def live_surface(cls: type, names: Iterable[str] | None = None) -> dict[str, MethodFacts]:

@@ -47,7 +47,9 @@ class _Default:
 #: Stands for "has a default" in every signature of this model.
 DEFAULT: Final = _Default()
 
-Kind = Literal["method", "property"]
+#: ``opaque``: a descriptor whose result cannot be known without running its ``__get__`` (a
+#: probe never does): present, but not a capability; adapters warn about it.
+Kind = Literal["method", "property", "opaque"]
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,10 @@ __all__ = [
     "encoding_of",
     "key_encoding",
     "looks_up_by_tokens",
+    "packed_converter",
     "takes_packed_tokens",
     "token_field",
     "token_form",
-    "packed_converter",
     "tokens_converter",
 ]
 

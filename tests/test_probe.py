@@ -12,7 +12,15 @@ import pytest
 from lmcache_compat import Capabilities, Capability, clear_probe_cache, probe
 from lmcache_compat.probes import live_surface
 from lmcache_compat.surface import render_surface
-from tests.fakes import CONNECTOR_CAPS, FAKES, Fake_0_3_0, Fake_0_3_9_post1, Fake_0_3_13, Fake_0_5_6
+from tests.fakes import (
+    CONNECTOR_CAPS,
+    FAKES,
+    Fake_0_3_0,
+    Fake_0_3_9,
+    Fake_0_3_9_post1,
+    Fake_0_3_13,
+    Fake_0_5_6,
+)
 
 C = Capability
 
@@ -271,3 +279,80 @@ def test_live_surface_lists_public_methods_without_properties() -> None:
         "kwargs",
     ]
     assert surface["get_num_new_matched_tokens"].returns == "Optional[int]"
+
+
+def _drain(self: Any) -> set[int]:
+    invalid: set[int] = self._invalid_block_ids.copy()
+    self._invalid_block_ids.clear()
+    return invalid
+
+
+def _wrapt_traced(func: Any) -> Any:
+    """What tracing and instrumentation libraries install: a wrapt ``FunctionWrapper``."""
+    import wrapt
+
+    @wrapt.decorator
+    def traced(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        return wrapped(*args, **kwargs)
+
+    return traced(func)
+
+
+def _cached(func: Any) -> Any:
+    return functools.lru_cache(maxsize=None)(func)
+
+
+class _Partial(Fake_0_3_9):
+    def _report(self, which: str) -> set[int]:
+        return _drain(self) if which == "invalid" else set()
+
+    get_block_ids_with_load_errors = functools.partialmethod(_report, "invalid")
+
+
+@pytest.mark.parametrize("wrap", [_wrapt_traced, _cached, "partialmethod"])
+def test_methods_behind_binding_descriptors_are_capabilities(wrap: Any) -> None:
+    """partialmethod, lru_cache and wrapt descriptors bind to a callable: their signature is
+    read through to the function they wrap, and the adapter binds the engine's own method, so
+    failed-load ids the engine holds are reported, never replaced by the empty fallback."""
+    from lmcache_compat import ConnectorAdapter
+
+    if wrap == "partialmethod":
+        cls: type = _Partial
+    else:
+
+        class Wrapped(Fake_0_3_9):
+            get_block_ids_with_load_errors = wrap(_drain)
+            shutdown = wrap(lambda self: None)
+
+        cls = Wrapped
+    assert C.LOAD_ERROR_REPORTING in probe(cls)
+    engine = cls()
+    engine._invalid_block_ids.update({3, 7})
+    adapter = ConnectorAdapter(engine, require=[C.LOAD_ERROR_REPORTING])
+    assert adapter.get_block_ids_with_load_errors() == {3, 7}  # the engine's own answer
+
+
+class _Opaque:
+    """A descriptor that would return a callable, but only its ``__get__`` can say so."""
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        raise AssertionError("a probe ran __get__")
+
+
+def test_an_unreadable_descriptor_is_named_at_construction_never_silently_dropped() -> None:
+    from lmcache_compat import ConnectorAdapter, MissingCapabilityError
+    from lmcache_compat.adapter import UnreadableMethodWarning
+
+    class Hidden(Fake_0_3_9):
+        get_block_ids_with_load_errors = _Opaque()
+
+    assert C.LOAD_ERROR_REPORTING not in probe(Hidden)
+    with pytest.warns(UnreadableMethodWarning, match="get_block_ids_with_load_errors.*set()"):
+        adapter = ConnectorAdapter(Hidden())
+    assert adapter.get_block_ids_with_load_errors() == set()
+    with pytest.warns(UnreadableMethodWarning, match="raises MissingCapabilityError"):
+        strict = ConnectorAdapter(Hidden(), strict=True)
+    with pytest.raises(MissingCapabilityError):
+        strict.get_block_ids_with_load_errors()
+    with pytest.raises(MissingCapabilityError):
+        ConnectorAdapter(Hidden(), require=[C.LOAD_ERROR_REPORTING])
