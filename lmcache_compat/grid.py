@@ -24,9 +24,12 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from lmcache_compat.errors import DataFileError
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 __all__ = [
     "ASPECTS",
@@ -119,17 +122,29 @@ class VllmTier:
 
     def adapter_import(self, lmcache: str) -> str | None:
         """``"ok"``, the error line, or ``None`` when that release was not measured here."""
-        modules = self.imports.get(_canonical(lmcache))
+        modules = _by_version(self.imports, lmcache)
         return None if modules is None else modules.get(ADAPTER_MODULE)
 
     def pair(self, lmcache: str) -> PairResult | None:
-        return self.pairs.get(_canonical(lmcache))
+        return _by_version(self.pairs, lmcache)
 
 
-def _canonical(version: str) -> str:
+_T = TypeVar("_T")
+
+
+def _public(version: str) -> Version:
+    """The PEP 440 public version (``0.3.10.0.post2`` equals ``0.3.10.post2``; a local part
+    such as ``+cpu`` is the same release)."""
     from packaging.version import Version
 
-    return str(Version(Version(version).public))
+    return Version(Version(version).public)
+
+
+def _by_version(table: Mapping[str, _T], version: str) -> _T | None:
+    """The entry of ``table`` (keyed by release strings) whose key is ``version`` as a PEP 440
+    version, never as a string."""
+    wanted = _public(version)
+    return next((value for key, value in table.items() if _public(key) == wanted), None)
 
 
 class Grid:
@@ -148,7 +163,7 @@ class Grid:
     def tier(self, vllm: str) -> VllmTier | None:
         """The exact measured tier of ``vllm``, if any."""
         for t in self.tiers:
-            if _canonical(t.vllm) == _canonical(vllm):
+            if _public(t.vllm) == _public(vllm):
                 return t
         return None
 

@@ -77,3 +77,38 @@ def test_problems_render_as_spans_of_measured_releases() -> None:
     table = render_markdown(Grid([tier]))
     assert "| 0.20.0 | 0.3.9 ... 0.4.7 (4 of 5) |" in table
     assert "no problem measured" in table
+
+
+def _respellings(version: str) -> list[str]:
+    """PEP 440-equal spellings of a release: ``0.3.10.0.post2``, ``v0.3.10.POST2``, ``+local``."""
+    from packaging.version import Version
+
+    v = Version(version)
+    release = ".".join(map(str, v.release))
+    rest = str(v)[len(release) :]
+    return [
+        f"{release}.0{rest}",
+        f"v{release}{rest.upper()}",
+        f"{version}+cpu" if "+" not in version else version,
+        f" {version} ",
+    ]
+
+
+def test_every_measured_verdict_is_the_same_however_the_versions_are_spelled() -> None:
+    """doctor's verdict of a measured pair depends on the versions, not on their spelling
+    (``0.3.10.0.post2`` is PEP 440-equal to ``0.3.10.post2``)."""
+    from lmcache_compat.grid import load_grid
+    from lmcache_compat.known_issues import verdict
+
+    grid = load_grid()
+    for tier in grid.tiers:
+        for release in tier.pairs:
+            expected = verdict(tier.vllm, release)
+            assert expected["verdict"] != "unknown"
+            for lm in _respellings(release):
+                for vllm in (tier.vllm, *_respellings(tier.vllm)[:2]):
+                    got = verdict(vllm, lm)
+                    assert (got["verdict"], len(got["issues"])) == (
+                        expected["verdict"],
+                        len(expected["issues"]),
+                    ), (vllm, lm)
