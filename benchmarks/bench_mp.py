@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lmcache_compat import EngineAdapter, MPSchedulerAdapter, MPWorkerAdapter
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.generated_fakes import fake_module, instantiate
 
 

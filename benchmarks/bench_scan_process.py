@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat.matrix import load_matrix  # noqa: E402
+from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "lmcache-compat" / "artifacts"
 GOAL_MS = 150.0

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lmcache_compat.adapter import ConnectorAdapter
-    from lmcache_compat.catalog import CATALOG, Capability, CapabilitySpec
+    from lmcache_compat.core.adapter import ConnectorAdapter
+    from lmcache_compat.core.catalog import CATALOG, Capability, CapabilitySpec
+    from lmcache_compat.core.probes import Capabilities, clear_probe_cache, probe
     from lmcache_compat.engine import EngineAdapter, get_or_create_engine
     from lmcache_compat.errors import (
         LMCacheCompatError,
@@ -21,22 +22,21 @@ if TYPE_CHECKING:
         UnsupportedArgumentError,
     )
     from lmcache_compat.mp import MPSchedulerAdapter, MPWorkerAdapter
-    from lmcache_compat.mp_config import MPConfig
-    from lmcache_compat.probes import Capabilities, clear_probe_cache, probe
+    from lmcache_compat.mp.config import MPConfig
     from lmcache_compat.versions import installed_lmcache_version, parse_version
 
 #: Public name -> the module that defines it (imported on first use).
 _LAZY = {
-    "CATALOG": "lmcache_compat.catalog",
-    "Capability": "lmcache_compat.catalog",
-    "CapabilitySpec": "lmcache_compat.catalog",
-    "Capabilities": "lmcache_compat.probes",
-    "clear_probe_cache": "lmcache_compat.probes",
-    "probe": "lmcache_compat.probes",
-    "ConnectorAdapter": "lmcache_compat.adapter",
+    "CATALOG": "lmcache_compat.core.catalog",
+    "Capability": "lmcache_compat.core.catalog",
+    "CapabilitySpec": "lmcache_compat.core.catalog",
+    "Capabilities": "lmcache_compat.core.probes",
+    "clear_probe_cache": "lmcache_compat.core.probes",
+    "probe": "lmcache_compat.core.probes",
+    "ConnectorAdapter": "lmcache_compat.core.adapter",
     "EngineAdapter": "lmcache_compat.engine",
     "get_or_create_engine": "lmcache_compat.engine",
-    "MPConfig": "lmcache_compat.mp_config",
+    "MPConfig": "lmcache_compat.mp.config",
     "MPSchedulerAdapter": "lmcache_compat.mp",
     "MPWorkerAdapter": "lmcache_compat.mp",
     "LMCacheCompatError": "lmcache_compat.errors",

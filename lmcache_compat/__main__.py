@@ -1,5 +1,5 @@
 import sys
 
-from lmcache_compat.cli import main
+from lmcache_compat.report.cli import main
 
 sys.exit(main())

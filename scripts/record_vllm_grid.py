@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write ``lmcache_compat/data/vllm_grid.json`` from the ``grid-vllm*`` tox tiers.
+"""Write ``lmcache_compat/upstream/data/vllm_grid.json`` from the ``grid-vllm*`` tox tiers.
 
 A maintainer command (not run by CI). Each tier writes its fresh measurement to
 ``.tox/grid-reports/grid-vllm<X>.json`` before it compares it with the shipped file; this
@@ -13,7 +13,8 @@ script merges those reports into the shipped file:
 
 Entries of vLLM releases without a report are kept as they are. The file is written in one
 canonical layout (``tests.grid.data.render``: versions in version order, aspects in the order
-of ``lmcache_compat.grid.ASPECTS``, every other key sorted; a release's imports and each cell
+of ``lmcache_compat.upstream.grid.ASPECTS``, every other key sorted; a release's imports and each
+cell
 on one line), so a re-recording only changes what was measured differently.
 """
 
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.grid.data import FORMAT, RECORDED_BY, differences, render  # noqa: E402
 
-DATA = ROOT / "lmcache_compat" / "data" / "vllm_grid.json"
+DATA = ROOT / "lmcache_compat" / "upstream" / "data" / "vllm_grid.json"
 REPORTS = ROOT / ".tox" / "grid-reports"
 #: The grid tiers of tox.ini (tests/grid/test_record.py keeps the two equal).
 TIERS = ("0.11.0", "0.11.2", "0.13.0", "0.14.1", "0.17.1", "0.21.0", "0.27.1", "0.32.0", "0.33.0")

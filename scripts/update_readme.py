@@ -23,14 +23,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
-from lmcache_compat.budgets import BUDGETS  # noqa: E402
-from lmcache_compat.catalog import CATALOG, CapabilitySpec  # noqa: E402
-from lmcache_compat.doctor_text import format_verdict  # noqa: E402
-from lmcache_compat.grid import load_grid  # noqa: E402
-from lmcache_compat.grid import render_markdown as render_grid  # noqa: E402
-from lmcache_compat.known_issues import verdict  # noqa: E402
-from lmcache_compat.matrix import load_matrix, render_markdown  # noqa: E402
+from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
+from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
+from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
+from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
+from lmcache_compat.upstream.grid import load_grid  # noqa: E402
+from lmcache_compat.upstream.grid import render_markdown as render_grid  # noqa: E402
+from lmcache_compat.upstream.known_issues import verdict  # noqa: E402
+from lmcache_compat.upstream.matrix import load_matrix, render_markdown  # noqa: E402
 
 README = ROOT / "README.md"
 PACKAGE = ROOT / "lmcache_compat"
@@ -84,7 +84,7 @@ def _adapted(spec: CapabilitySpec) -> str:
         "diff.py",
         "cli.py",
     }
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
         if path.name not in skip:
             places += _functions_naming(path, _needles(spec))
     if spec.fallback is not None and spec.keyword is None and spec.rule is None:
@@ -192,7 +192,7 @@ def render_doctor_example() -> str:
 
 
 def render_locations() -> str:
-    from lmcache_compat.locations import PLACES
+    from lmcache_compat.upstream.locations import PLACES
 
     rows = ["| symbol | from | known modules, newest first | searched under |", "|---|---|---|---|"]
     for place in PLACES:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from lmcache_compat import CATALOG, Capability, ConnectorAdapter, MissingCapabilityError
-from lmcache_compat.catalog import CONNECTOR_IMPL
-from lmcache_compat.matrix import ReleaseRow, load_matrix
+from lmcache_compat.core.catalog import CONNECTOR_IMPL
+from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
 from tests.fakes import connector_view
 from tests.generated_fakes import fake_from_row, instantiate
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from lmcache_compat.catalog import CONNECTOR_IMPL, owned_by
+from lmcache_compat.core.catalog import CONNECTOR_IMPL, owned_by
 
 
 class _Base:

@@ -14,8 +14,8 @@ import types
 from collections.abc import Mapping
 from typing import Any
 
-from lmcache_compat.catalog import CONNECTOR_IMPL
-from lmcache_compat.matrix import ReleaseRow
+from lmcache_compat.core.catalog import CONNECTOR_IMPL
+from lmcache_compat.upstream.matrix import ReleaseRow
 
 #: What generated methods return (the shape each real method returns).
 RESULTS: dict[str, Any] = {

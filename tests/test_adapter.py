@@ -8,7 +8,7 @@ from unittest import mock
 
 import pytest
 
-import lmcache_compat.adapter as adapter_mod
+import lmcache_compat.core.adapter as adapter_mod
 from lmcache_compat import (
     Capability,
     ConnectorAdapter,

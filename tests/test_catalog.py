@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from lmcache_compat import CATALOG, Capability
-from lmcache_compat.catalog import spec_for
+from lmcache_compat.core.catalog import spec_for
 
 CONNECTOR_NAMES = {
     "get_finished": "0.3.1",

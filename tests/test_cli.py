@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-import lmcache_compat.doctor as doctor_mod
+import lmcache_compat.report.doctor as doctor_mod
 from lmcache_compat import __version__
-from lmcache_compat.cli import main
+from lmcache_compat.report.cli import main
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,7 +75,7 @@ def test_doctor_with_an_old_release(
 
 
 def test_doctor_offers_the_upgrade_that_fixes_a_measured_pair() -> None:
-    from lmcache_compat.known_issues import verdict
+    from lmcache_compat.upstream.known_issues import verdict
 
     issues = verdict("0.32.0", "0.3.9")["issues"]
     events = next(i for i in issues if i["key"] == "measured-events")
@@ -114,7 +114,7 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_grid_command(capsys: pytest.CaptureFixture[str]) -> None:
-    from lmcache_compat.grid import load_grid
+    from lmcache_compat.upstream.grid import load_grid
 
     assert main(["grid", "--vllm", "0.32.0"]) == 0
     out = capsys.readouterr().out

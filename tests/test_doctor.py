@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat.cli import main
-from lmcache_compat.resolve import clear_find_cache
+from lmcache_compat.report.cli import main
+from lmcache_compat.upstream.resolve import clear_find_cache
 from lmcache_compat.versions import installed_distribution_version
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_tree
 

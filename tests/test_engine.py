@@ -13,8 +13,8 @@ from lmcache_compat import (
     UnsupportedArgumentError,
     get_or_create_engine,
 )
-from lmcache_compat.catalog import ENGINE
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.core.catalog import ENGINE
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.generated_fakes import GeneratedEngine, fake_module, instantiate
 
 MATRIX = load_matrix()

@@ -1,8 +1,8 @@
-"""The grid model (lmcache_compat/grid.py) on small synthetic tiers."""
+"""The grid model (lmcache_compat/upstream/grid.py) on small synthetic tiers."""
 
 from __future__ import annotations
 
-from lmcache_compat.grid import (
+from lmcache_compat.upstream.grid import (
     Cell,
     ConnectorRun,
     Grid,
@@ -97,8 +97,8 @@ def _respellings(version: str) -> list[str]:
 def test_every_measured_verdict_is_the_same_however_the_versions_are_spelled() -> None:
     """doctor's verdict of a measured pair depends on the versions, not on their spelling
     (``0.3.10.0.post2`` is PEP 440-equal to ``0.3.10.post2``)."""
-    from lmcache_compat.grid import load_grid
-    from lmcache_compat.known_issues import verdict
+    from lmcache_compat.upstream.grid import load_grid
+    from lmcache_compat.upstream.known_issues import verdict
 
     grid = load_grid()
     for tier in grid.tiers:

@@ -24,17 +24,17 @@ from lmcache_compat import (
     NotAnEngineError,
     probe,
 )
-from lmcache_compat import budgets as sources_mod
-from lmcache_compat.budgets import BUDGETS, Meter
-from lmcache_compat.cli import main
 from lmcache_compat.errors import (
     BudgetExceededError,
     InvalidSourceError,
     SourceTooLargeError,
     UnreadableArchiveError,
 )
-from lmcache_compat.matrix import load_matrix
-from lmcache_compat.scanner import scan
+from lmcache_compat.report.cli import main
+from lmcache_compat.scan import budgets as sources_mod
+from lmcache_compat.scan.budgets import BUDGETS, Meter
+from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_tree, make_wheel, metadata
 from tests.fakes import Fake_0_5_6
 from tests.generated_fakes import fake_module, instantiate
@@ -376,7 +376,7 @@ def test_odd_method_objects_are_not_capabilities() -> None:
 
 
 def test_strict_mode_keeps_one_generated_class_per_shape_not_per_engine_class() -> None:
-    import lmcache_compat.adapter as adapter_mod
+    import lmcache_compat.core.adapter as adapter_mod
 
     base: Any = Fake_0_5_6
     before = len(adapter_mod._SHAPES)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from lmcache_compat.cli import main
-from lmcache_compat.known_issues import KNOWN_ISSUES, verdict
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.report.cli import main
+from lmcache_compat.upstream.known_issues import KNOWN_ISSUES, verdict
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_tree
 
 
@@ -64,7 +64,7 @@ def test_scanned_rows_agree_with_the_matrix() -> None:
 
 
 def test_import_verdicts_come_from_the_measured_grid() -> None:
-    from lmcache_compat.grid import load_grid
+    from lmcache_compat.upstream.grid import load_grid
 
     grid = load_grid()
     checked = 0
@@ -83,7 +83,7 @@ def test_import_verdicts_come_from_the_measured_grid() -> None:
 
 
 def test_an_unmeasured_vllm_leans_on_the_nearest_measured_one_before_it() -> None:
-    from lmcache_compat.grid import load_grid
+    from lmcache_compat.upstream.grid import load_grid
 
     grid = load_grid()
     newest = grid.tiers[-1].vllm
@@ -121,7 +121,7 @@ def test_doctor_scans_an_installed_release(
 def test_every_measured_problem_is_in_the_verdict() -> None:
     """doctor's verdict for a measured pair carries each degraded or broken cell of the grid,
     with its severity, and is never better than the worst measured cell."""
-    from lmcache_compat.grid import load_grid
+    from lmcache_compat.upstream.grid import load_grid
 
     rank = {"ok": 0, "degraded": 1, "broken": 2}
     checked = 0

@@ -1,4 +1,5 @@
-"""Upstream locations: written once (``lmcache_compat/locations.py``), found by name when moved."""
+"""Upstream locations: written once (``lmcache_compat/upstream/locations.py``), found by name when
+moved."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from lmcache_compat import locations as loc
 from lmcache_compat.errors import AmbiguousLocationError
-from lmcache_compat.matrix import load_matrix
-from lmcache_compat.scanner import scan, scan_tree
-from lmcache_compat.sources import open_source
+from lmcache_compat.scan.scanner import scan, scan_tree
+from lmcache_compat.scan.sources import open_source
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.archives import ADAPTER_0_3_10_POST2, make_tree, make_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,12 +51,14 @@ def _spelled_paths(path: Path) -> list[str]:
 def test_no_upstream_module_path_is_spelled_outside_the_locations_module() -> None:
     offenders = [
         hit
-        for path in sorted(PACKAGE.glob("*.py"))
+        for path in sorted(PACKAGE.rglob("*.py"))
         if path.name != "locations.py"
         for hit in _spelled_paths(path)
     ]
     assert offenders == []
-    assert _spelled_paths(PACKAGE / "locations.py"), "the check must see the locations module"
+    assert _spelled_paths(PACKAGE / "upstream" / "locations.py"), (
+        "the check must see the locations module"
+    )
 
 
 def test_the_check_catches_a_path_in_code(tmp_path: Path) -> None:

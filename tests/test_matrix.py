@@ -6,17 +6,17 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat import CATALOG, probe
-from lmcache_compat.catalog import CONNECTOR_CORE_METHODS, CONNECTOR_IMPL, owned_by
-from lmcache_compat.cli import main
-from lmcache_compat.matrix import (
+from lmcache_compat.core.catalog import CONNECTOR_CORE_METHODS, CONNECTOR_IMPL, owned_by
+from lmcache_compat.core.probes import live_surface
+from lmcache_compat.core.surface import render_surface
+from lmcache_compat.report.cli import main
+from lmcache_compat.upstream.matrix import (
     ReleaseMatrix,
     ReleaseRow,
     diff_surfaces,
     load_matrix,
     render_markdown,
 )
-from lmcache_compat.probes import live_surface
-from lmcache_compat.surface import render_surface
 from tests.archives import ADAPTER_0_3_10_POST2, V1, make_wheel
 from tests.behaviour import check_row_behaviour
 from tests.fakes import FAKES, connector_view
@@ -195,7 +195,7 @@ def test_reordered_parameters_are_breaking() -> None:
 
 def test_capability_facts_for_engine_rows_are_consistent() -> None:
     # the matrix's capability columns are what the shared rule derives from its own surfaces
-    from lmcache_compat.surface import class_capabilities
+    from lmcache_compat.core.surface import class_capabilities
 
     for row in MATRIX.rows:
         caps = class_capabilities(CONNECTOR_IMPL, row.facts(CONNECTOR_IMPL))

@@ -18,10 +18,10 @@ from lmcache_compat import (
     NotAnEngineError,
     UnsupportedArgumentError,
 )
-from lmcache_compat.arguments import ARGUMENTS
-from lmcache_compat.catalog import MP_SCHEDULER, MP_WORKER
-from lmcache_compat.matrix import ReleaseRow, load_matrix
+from lmcache_compat.core.arguments import ARGUMENTS
+from lmcache_compat.core.catalog import MP_SCHEDULER, MP_WORKER
 from lmcache_compat.mp import mp_init_kwargs
+from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
 from tests.generated_fakes import GeneratedEngine, fake_module, instantiate
 from tests.strategies import mp_configs
 
@@ -469,7 +469,7 @@ def test_wrong_kind_of_object() -> None:
 def test_argument_table_is_documented_in_the_readme() -> None:
     from pathlib import Path
 
-    from lmcache_compat.arguments import render_arguments_markdown
+    from lmcache_compat.core.arguments import render_arguments_markdown
 
     readme = Path(__file__).resolve().parent.parent.joinpath("README.md").read_text()
     assert render_arguments_markdown() in readme, (
@@ -478,7 +478,15 @@ def test_argument_table_is_documented_in_the_readme() -> None:
     )
 
 
-MAPPERS = ("mp_calls", "mp_worker_calls", "tokens", "mp_config", "engine_calls", "engine", "mp")
+MAPPERS = (
+    "mp/scheduler_calls",
+    "mp/worker_calls",
+    "core/tokens",
+    "mp/config",
+    "engine/calls",
+    "engine/adapter",
+    "mp/adapters",
+)
 
 
 def test_every_argument_row_is_used_and_every_refusal_names_a_row() -> None:
@@ -517,7 +525,7 @@ def test_every_mp_capability_appears_in_some_release() -> None:
 
 
 def test_signature_probes_are_cached_per_function() -> None:
-    from lmcache_compat.signatures import facts_of
+    from lmcache_compat.core.signatures import facts_of
 
     cls = _mod("0.5.6").LMCacheMPSchedulerAdapter
     a: Any = instantiate(cls)

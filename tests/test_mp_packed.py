@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from lmcache_compat import MPConfig, MPSchedulerAdapter, MPWorkerAdapter, UnsupportedArgumentError
-from lmcache_compat.matrix import load_matrix
 from lmcache_compat.mp import mp_init_kwargs
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.generated_fakes import (  # pack_token_ids: the adapter looks for the codec first in
     GeneratedEngine,  # the module that defines the adapter class (``Sent`` below is defined
-    fake_module,  # here), then where lmcache_compat.locations says (not installed here)
+    fake_module,  # here), then where lmcache_compat.upstream.locations says (not installed here)
     instantiate,
     pack_token_ids,  # noqa: F401
 )

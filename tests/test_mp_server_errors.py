@@ -16,10 +16,8 @@ from typing import Any
 import pytest
 
 from lmcache_compat import Capability, MPConfig, MPSchedulerAdapter, MPWorkerAdapter
-from lmcache_compat.doctor_text import format_mp_servers
 from lmcache_compat.errors import LMCacheCompatError, MPServerError, MPVersionMismatchError
-from lmcache_compat.matrix import load_matrix
-from lmcache_compat.mp_server import (
+from lmcache_compat.mp.server import (
     ROUTE,
     check_server_releases,
     describe_servers,
@@ -27,6 +25,8 @@ from lmcache_compat.mp_server import (
     same_release,
     server_release,
 )
+from lmcache_compat.report.doctor_text import format_mp_servers
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.generated_fakes import fake_module, instantiate
 
 MATRIX = load_matrix()
@@ -280,11 +280,11 @@ def _module_with_health(version: str) -> Any:
 @pytest.fixture
 def client_release(monkeypatch: pytest.MonkeyPatch) -> str:
     """Pretend LMCache 0.5.6 is installed (the unit tier has none)."""
-    import lmcache_compat.adapter
+    import lmcache_compat.core.adapter
     import lmcache_compat.versions
 
     monkeypatch.setattr(lmcache_compat.versions, "version_or_none", lambda name: "0.5.6")
-    monkeypatch.setattr(lmcache_compat.adapter, "version_or_none", lambda name: "0.5.6")
+    monkeypatch.setattr(lmcache_compat.core.adapter, "version_or_none", lambda name: "0.5.6")
     return "0.5.6"
 
 
@@ -377,8 +377,8 @@ def test_create_with_an_unreachable_front_end(client_release: str) -> None:
 def test_doctor_reports_the_server_release(
     front: FrontEnd, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lmcache_compat import doctor
-    from lmcache_compat.cli import main
+    from lmcache_compat.report import doctor
+    from lmcache_compat.report.cli import main
 
     front.release("0.5.7rc2")
     entries = doctor.mp_servers_report([front.url, _dead_url()], "0.5.6")
@@ -409,7 +409,7 @@ def test_doctor_reports_the_server_release(
 
 
 def test_doctor_without_the_option_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:
-    from lmcache_compat.cli import main
+    from lmcache_compat.report.cli import main
 
     main(["doctor", "--json"])
     assert "mp_servers" not in json.loads(capsys.readouterr().out)

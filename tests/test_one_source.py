@@ -15,11 +15,11 @@ import re
 from pathlib import Path
 
 from lmcache_compat import CATALOG, Capability, ConnectorAdapter
-from lmcache_compat import locations as loc
-from lmcache_compat.arguments import ARGUMENTS
-from lmcache_compat.catalog import CONNECTOR_IMPL, fallback_table
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.core.arguments import ARGUMENTS
+from lmcache_compat.core.catalog import CONNECTOR_IMPL, fallback_table
 from lmcache_compat.mp import MPSchedulerAdapter, MPWorkerAdapter
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.matrix import load_matrix
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lmcache_compat"
 #: The tables that state release facts (and ``__init__``'s own ``__version__``).
@@ -44,7 +44,7 @@ def _code_strings(path: Path) -> list[tuple[int, str]]:
 
 
 def _modules() -> list[Path]:
-    return sorted(PACKAGE.glob("*.py"))
+    return sorted(PACKAGE.rglob("*.py"))
 
 
 def test_no_release_version_is_written_outside_the_fact_tables() -> None:
@@ -61,8 +61,8 @@ def test_no_release_version_is_written_outside_the_fact_tables() -> None:
 def test_keywords_releases_gained_are_named_by_the_catalog_only() -> None:
     keywords = {row.keyword for row in CATALOG if row.keyword}
     homonyms = {
-        ("mp_config.py", "server_urls"),  # MPConfig's own field: our API's name
-        ("mp_worker_calls.py", "start"),  # LoadStoreOp's own start field (0.3.14), not the lookup's
+        ("config.py", "server_urls"),  # MPConfig's own field: our API's name
+        ("worker_calls.py", "start"),  # LoadStoreOp's own start field (0.3.14), not the lookup's
     }
     found = [
         f"{path.name}:{line}: {text!r}"
@@ -104,7 +104,7 @@ def test_the_catalog_firsts_are_the_matrix_firsts() -> None:
 
 
 def test_scanned_known_issues_read_the_matrix() -> None:
-    from lmcache_compat.known_issues import KNOWN_ISSUES, Lacks
+    from lmcache_compat.upstream.known_issues import KNOWN_ISSUES, Lacks
 
     for row in KNOWN_ISSUES:
         if row.source == "scanned":

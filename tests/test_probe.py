@@ -10,8 +10,8 @@ from unittest import mock
 import pytest
 
 from lmcache_compat import Capabilities, Capability, clear_probe_cache, probe
-from lmcache_compat.probes import live_surface
-from lmcache_compat.surface import render_surface
+from lmcache_compat.core.probes import live_surface
+from lmcache_compat.core.surface import render_surface
 from tests.fakes import (
     CONNECTOR_CAPS,
     FAKES,
@@ -341,7 +341,7 @@ class _Opaque:
 
 def test_an_unreadable_descriptor_is_named_at_construction_never_silently_dropped() -> None:
     from lmcache_compat import ConnectorAdapter, MissingCapabilityError
-    from lmcache_compat.adapter import UnreadableMethodWarning
+    from lmcache_compat.core.adapter import UnreadableMethodWarning
 
     class Hidden(Fake_0_3_9):
         get_block_ids_with_load_errors = _Opaque()

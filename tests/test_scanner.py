@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat import budgets as sources
-from lmcache_compat.catalog import CONNECTOR_IMPL
-from lmcache_compat.cli import main
-from lmcache_compat.probes import live_surface, probe
-from lmcache_compat.scanner import scan
-from lmcache_compat.signatures import from_json, render_params
+from lmcache_compat.core.catalog import CONNECTOR_IMPL
+from lmcache_compat.core.probes import live_surface, probe
+from lmcache_compat.core.signatures import from_json, render_params
+from lmcache_compat.report.cli import main
+from lmcache_compat.scan import budgets as sources
+from lmcache_compat.scan.scanner import scan
 from tests.archives import (
     ADAPTER_0_3_10_POST2,
     ENGINE,

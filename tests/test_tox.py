@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.upstream.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,5 +16,5 @@ def test_every_release_list_in_tox_ini_is_the_matrix() -> None:
     assert len(lists) >= 4  # env_list, the ci and releases labels, the section header
     for found in lists:
         assert found.split(",") == load_matrix().versions, (
-            "tox.ini's release list differs from lmcache_compat/data/releases.json"
+            "tox.ini's release list differs from lmcache_compat/upstream/data/releases.json"
         )

@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.errors import NotInMatrixError
-from lmcache_compat.grid import ASPECTS, CONNECTOR_KEYS, load_grid
-from lmcache_compat.matrix import load_matrix
-from lmcache_compat.scanner import ScanResult, scan
+from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
+from lmcache_compat.scan.scanner import ScanResult, scan
+from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, load_grid
+from lmcache_compat.upstream.matrix import load_matrix
 
 pytestmark = [pytest.mark.real, pytest.mark.canary]
 
@@ -86,7 +86,7 @@ def test_static_scan_against_the_shipped_matrix(
         f"capabilities LOST: {', '.join(lost) or 'none'}",
         f"classes moved: {'; '.join(moved) or 'none'}",
         f"classes found by name at a path locations.py does not list: {unlisted}"
-        + (" (add the path to lmcache_compat/locations.py)" if by_search else ""),
+        + (" (add the path to lmcache_compat/upstream/locations.py)" if by_search else ""),
         f"classes MISSING: {', '.join(sorted(scanned.missing_classes)) or 'none'}",
         f"breaking surface changes: {sum(c.breaking for c in d.changes)} of {len(d.changes)}",
         *d.format().splitlines()[1:],

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from lmcache_compat.cli import main
 from lmcache_compat.errors import ScanError
-from lmcache_compat.scanner import scan
+from lmcache_compat.report.cli import main
+from lmcache_compat.scan.scanner import scan
 from tests.archives import ADAPTER_0_3_10_POST2, MP, V1, metadata
 from tests.fuzz.conftest import EXAMPLES, SECONDS_PER_SCAN, SEED, STATS
 

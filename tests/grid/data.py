@@ -1,9 +1,10 @@
-"""The grid tier's measurement as ``lmcache_compat/data/vllm_grid.json`` holds it.
+"""The grid tier's measurement as ``lmcache_compat/upstream/data/vllm_grid.json`` holds it.
 
 :func:`tier_json` turns the driver's report (and the vLLM unit-test runs) into one vLLM's entry
-of the shipped file, in exactly the shape :func:`lmcache_compat.grid.tier_from_json` reads;
+of the shipped file, in exactly the shape :func:`lmcache_compat.upstream.grid.tier_from_json` reads;
 :func:`render` writes the whole file in its one canonical, readable layout (versions in version
-order, aspects in :data:`~lmcache_compat.grid.ASPECTS` order, every other key sorted; a release's
+order, aspects in :data:`~lmcache_compat.upstream.grid.ASPECTS` order, every other key sorted; a
+release's
 imports and each cell on one line); :func:`differences` says, line by line, where a shipped
 entry and a fresh measurement disagree. Used by ``test_grid.py`` and
 ``scripts/record_vllm_grid.py``. Imports neither vLLM nor LMCache.
@@ -16,7 +17,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lmcache_compat.grid import ASPECTS, CONNECTOR_KEYS
+from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS
 
 __all__ = [
     "FORMAT",

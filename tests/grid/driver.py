@@ -10,7 +10,7 @@ timeout each). A child puts its release's ``--target`` dir first on ``sys.path``
 only LMCache:
 
 a. every module that defines a class of the release's static scan
-   (``lmcache_compat.scanner.scan(target).modules``), each recorded by its short name as
+   (``lmcache_compat.scan.scanner.scan(target).modules``), each recorded by its short name as
    ``"ok"`` or the error's first line with machine paths removed (``tests.real.sweep.
    module_facts``);
 b. for the seed-scenario releases (:data:`PAIRS`), both connectors over the pair
@@ -86,7 +86,7 @@ def warm_up(work: Path) -> None:
 def _use_release(target: Path) -> None:
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
-    from lmcache_compat.resolve import clear_find_cache
+    from lmcache_compat.upstream.resolve import clear_find_cache
     from lmcache_compat.versions import installed_distribution_version
 
     clear_find_cache()
@@ -95,7 +95,7 @@ def _use_release(target: Path) -> None:
 
 def import_facts(target: Path, progress: Progress) -> None:
     """(a): the modules that define the release's scanned classes, imported in scan order."""
-    from lmcache_compat.scanner import scan
+    from lmcache_compat.scan.scanner import scan
     from tests.real.sweep import module_facts
 
     modules = scan(target).modules
@@ -136,7 +136,7 @@ def release_job(version: str, target: Path, work: Path, pair: bool) -> Job:
 
 def run_pair(version: str, tmp: Path, progress: Progress) -> None:
     """(b): both connectors over this pair, then the KV-cache hand-over where it applies."""
-    from lmcache_compat.grid import CONNECTOR_KEYS
+    from lmcache_compat.upstream.grid import CONNECTOR_KEYS
     from tests.grid import scenario
 
     tmp.mkdir(parents=True, exist_ok=True)

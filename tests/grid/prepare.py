@@ -7,7 +7,8 @@ wheel release, then check what got installed.
    venv (torch 2.13.0's CPU build comes from ``UV_FIND_LINKS``, set by tox.ini: never a CUDA
    download; the run fails if any other torch build got in);
 2. the installed vLLM must be X and torch 2.13.0's CPU build;
-3. every LMCache wheel release of the shipped matrix (``lmcache_compat/data/releases.json``:
+3. every LMCache wheel release of the shipped matrix
+(``lmcache_compat/upstream/data/releases.json``:
    0.3.1 ... 0.5.7rc2) with ``uv pip install --no-deps --target RELEASES_DIR/V lmcache==V``,
    once: a target that already holds the release is kept (uv hardlinks from its cache).
 
@@ -44,7 +45,7 @@ def constraints_file(vllm: str) -> Path:
 def wheel_releases() -> list[str]:
     """Every LMCache release of the shipped matrix that has a wheel (0.3.0 ships an sdist
     only, whose build compiles CUDA extensions)."""
-    from lmcache_compat.matrix import load_matrix
+    from lmcache_compat.upstream.matrix import load_matrix
 
     return [r.version for r in load_matrix().rows if r.artifact.endswith(".whl")]
 

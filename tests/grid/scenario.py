@@ -5,8 +5,8 @@ imported by the parent; the release's ``--target`` dir first on ``sys.path``). F
 connector -- ``vllm``: vLLM's in-tree ``LMCacheConnectorV1``; ``compat``:
 ``lmcache_compat.vllm.LMCacheCompatConnector`` -- and each ``kv_load_failure_policy`` the
 installed vLLM has (``recompute`` and ``fail`` from 0.13.0; before it one run with vLLM's
-behaviour), it records one :class:`~lmcache_compat.grid.Cell` per aspect of
-:data:`lmcache_compat.grid.ASPECTS`.
+behaviour), it records one :class:`~lmcache_compat.upstream.grid.Cell` per aspect of
+:data:`lmcache_compat.upstream.grid.ASPECTS`.
 
 What is REAL:
 
@@ -22,7 +22,7 @@ What is REAL:
   ``get_block_ids_with_load_errors()`` from vLLM 0.11.2, ``kv_cache_events`` from its
   ``get_kv_connector_kv_cache_events()`` from 0.13.0);
 * the release's ``LMCacheConnectorV1Impl`` behind both connectors (found with
-  ``lmcache_compat.resolve``, wherever the release put it), its lookup client, its
+  ``lmcache_compat.upstream.resolve``, wherever the release put it), its lookup client, its
   ``start_load_kv`` / ``wait_for_save`` / ``record_failed_blocks`` /
   ``get_block_ids_with_load_errors`` / ``get_kv_events`` / ``shutdown``, and its
   ``CacheStoreEvent`` class.
@@ -65,7 +65,7 @@ release its KV caches, that call raises every step, and ``step`` is ``broken``.
 ``builds`` is ``ok`` when vLLM's factory builds the scheduler role (the detail says whether the
 worker role constructs: a GPU requirement of the release is a property of this machine); when
 the connector cannot be built at all it is ``broken`` and it is the only aspect recorded (the
-others were not measured: ``lmcache_compat.grid`` reads an absent aspect as that, and
+others were not measured: ``lmcache_compat.upstream.grid`` reads an absent aspect as that, and
 ``doctor`` then never offers that release as the upgrade that fixes another aspect).
 
 ``load_failures`` is ``n/a`` where vLLM has no ``invalid_block_ids`` path (< 0.11.2: the
@@ -211,10 +211,10 @@ class Release:
 
 
 def load_release(version: str) -> Release:
-    """The release's impl class (via ``lmcache_compat.resolve``), its methods, and the
+    """The release's impl class (via ``lmcache_compat.upstream.resolve``), its methods, and the
     shutdown observation point."""
-    from lmcache_compat import locations as loc
-    from lmcache_compat.resolve import find
+    from lmcache_compat.upstream import locations as loc
+    from lmcache_compat.upstream.resolve import find
 
     cls: type = find(loc.CONNECTOR_IMPL)
     has = {name: callable(getattr(cls, name, None)) for name in IMPL_METHODS}
@@ -232,9 +232,9 @@ def load_release(version: str) -> Release:
 
 
 def _event_class() -> type | None:
-    from lmcache_compat import locations as loc
     from lmcache_compat.errors import LMCacheCompatError
-    from lmcache_compat.resolve import find
+    from lmcache_compat.upstream import locations as loc
+    from lmcache_compat.upstream.resolve import find
 
     try:
         found: type = find(loc.CACHE_STORE_EVENT)
@@ -816,7 +816,7 @@ def _merge(aspect: str, runs: dict[str | None, PolicyRun]) -> dict[str, str] | N
 
 def run_connector(key: str, release: Release, side: VllmSide, tmp: Path) -> dict[str, Any]:
     """Every aspect of one connector over this pair, and what the run saw."""
-    from lmcache_compat.grid import ASPECTS
+    from lmcache_compat.upstream.grid import ASPECTS
 
     worker = build_worker(key, tmp)
     runs = {
@@ -831,7 +831,7 @@ def run_connector(key: str, release: Release, side: VllmSide, tmp: Path) -> dict
             cells[aspect] = merged
     if cells.get("builds", {}).get("status") == "broken":
         # nothing else can be measured: only the builds cell is recorded (an absent aspect is
-        # "not measured" in lmcache_compat.grid, never an upgrade target for doctor)
+        # "not measured" in lmcache_compat.upstream.grid, never an upgrade target for doctor)
         return {"cells": {"builds": cells["builds"]}, "facts": {"worker": worker.error}}
     if "load_failures" in cells:
         cells.update(_policy_cells(side, runs, cells["load_failures"]))

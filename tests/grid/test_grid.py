@@ -5,7 +5,7 @@ child per LMCache wheel release: which of the release's modules import, and for 
 releases every aspect of both connectors (:mod:`tests.grid.scenario`: what is real and what is
 injected is listed there). vLLM's own unit tests of its LMCache connector run with our class and
 with vLLM's (where this vLLM's sdist ships them). The fresh measurement, in the shape of
-``lmcache_compat/data/vllm_grid.json``, is written to ``$LMCACHE_GRID_REPORT`` (for
+``lmcache_compat/upstream/data/vllm_grid.json``, is written to ``$LMCACHE_GRID_REPORT`` (for
 ``scripts/record_vllm_grid.py``) before anything is asserted, then must equal the shipped entry
 for this vLLM.
 
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from packaging.version import Version
 
-from lmcache_compat.grid import ASPECTS, CONNECTOR_KEYS
+from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS
 from tests.grid.data import differences, tier_json, unit_summary, unit_tests_json
 
 pytestmark = [pytest.mark.real, pytest.mark.grid]
@@ -164,7 +164,7 @@ def test_the_shipped_grid_is_this_measurement(
     vllm = measured["vllm"]
     entry = shipped["vllm"].get(vllm)
     assert entry is not None, (
-        f"vLLM {vllm} is not in lmcache_compat/data/vllm_grid.json: "
+        f"vLLM {vllm} is not in lmcache_compat/upstream/data/vllm_grid.json: "
         "run python scripts/record_vllm_grid.py"
     )
     diff = differences(entry, fresh, (f"vLLM {vllm}",))

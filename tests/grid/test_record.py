@@ -9,15 +9,15 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from lmcache_compat.grid import ASPECTS, CONNECTOR_KEYS, grid_from_json
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, grid_from_json
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.grid.data import FORMAT, differences, render, tier_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _shipped_text() -> str:
-    return files("lmcache_compat").joinpath("data", "vllm_grid.json").read_text()
+    return files("lmcache_compat.upstream").joinpath("data", "vllm_grid.json").read_text()
 
 
 def _script() -> Any:

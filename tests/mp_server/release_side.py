@@ -1,7 +1,8 @@
 """What the scripts that run under a release's venv share (``compat_client.py``,
 ``lookup_client.py``, ``worker_probe.py``; each run with ``PYTHONPATH`` set to the repository
 root): the release's own MP classes and token codec, found where
-:mod:`lmcache_compat.locations` says they live (the one place module paths are written), and
+:mod:`lmcache_compat.upstream.locations` says they live (the one place module paths are written),
+and
 the keyword arguments its own adapters are built with (:func:`lmcache_compat.mp.mp_init_kwargs`,
 the mapping ``MPSchedulerAdapter.create`` uses; only construction goes through it, every call
 after is the release's own)."""
@@ -13,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from lmcache_compat import MPConfig
-from lmcache_compat import locations as loc
 from lmcache_compat.mp import mp_init_kwargs
-from lmcache_compat.resolve import find
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import find
 
 
 def scheduler_class() -> type:

@@ -35,7 +35,7 @@ import pytest
 from packaging.version import Version
 
 from lmcache_compat import Capability
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.mp_server.survey import CUDA_ONLY_WORKER
 from tests.mp_server.tier import MQ_TIMEOUT, STALL_SECONDS, Tier, default_budget
 from tests.mp_server.venvs import releases, venv_root

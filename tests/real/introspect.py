@@ -16,9 +16,9 @@ import traceback
 from typing import Any
 
 from lmcache_compat import probe
-from lmcache_compat.probes import live_surface
-from lmcache_compat.scanner import scan
-from lmcache_compat.surface import render_surface
+from lmcache_compat.core.probes import live_surface
+from lmcache_compat.core.surface import render_surface
+from lmcache_compat.scan.scanner import scan
 
 
 def _error_line(exc: BaseException) -> str:

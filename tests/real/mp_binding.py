@@ -20,14 +20,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lmcache_compat import MPConfig, UnsupportedArgumentError
-from lmcache_compat import locations as loc
-from lmcache_compat.arguments import Downgrades
+from lmcache_compat.core.arguments import Downgrades
+from lmcache_compat.core.signatures import facts_of
+from lmcache_compat.core.tokens import key_encoding
 from lmcache_compat.mp import mp_init_kwargs
-from lmcache_compat.mp_calls import mp_free_lookup_locks, mp_lookup
-from lmcache_compat.mp_worker_calls import load_store_op_factory, mp_register_kv_caches, mp_submit
-from lmcache_compat.resolve import where
-from lmcache_compat.signatures import facts_of
-from lmcache_compat.tokens import key_encoding
+from lmcache_compat.mp.scheduler_calls import mp_free_lookup_locks, mp_lookup
+from lmcache_compat.mp.worker_calls import load_store_op_factory, mp_register_kv_caches, mp_submit
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import where
 from tests.strategies import mp_configs
 
 IDS = [1, 2, 3, 70_000, 2**32 - 1]
@@ -73,8 +73,8 @@ def _codec(mod: Any, packed: bool) -> tuple[Any, Any]:
     module if it imports it, else from its codec module) and ``unpack_token_ids`` beside it."""
     if not packed:
         return None, None
-    from lmcache_compat.mp import _release_packer
-    from lmcache_compat.resolve import find
+    from lmcache_compat.mp.adapters import _release_packer
+    from lmcache_compat.upstream.resolve import find
 
     pack = _release_packer(mod.LMCacheMPSchedulerAdapter, True)
     assert pack is find(loc.PACK_TOKEN_IDS), "not the release's own codec"

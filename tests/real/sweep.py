@@ -2,7 +2,8 @@
 process beside the real vLLM of this environment.
 
 Used by ``test_real_import.py``, which checks the fresh-process imports against the grid's
-measured imports (``lmcache_compat/data/vllm_grid.json``). Nothing here runs in the unit tier.
+measured imports (``lmcache_compat/upstream/data/vllm_grid.json``). Nothing here runs in the unit
+tier.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ this environment's vLLM. For each release whose modules import, ``probe()`` on t
 ``LMCacheConnectorV1Impl`` must equal the static scan of the same files (and the shipped matrix
 row), and the live surfaces of every imported class must equal the scanned ones. Which modules
 import and which fail (and how) must equal the shipped grid's import facts for this vLLM
-(``lmcache_compat/data/vllm_grid.json``, recorded by the grid tier's forked children: this is
+(``lmcache_compat/upstream/data/vllm_grid.json``, recorded by the grid tier's forked children: this
+is
 the same question asked of a fresh interpreter per release).
 """
 
@@ -19,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat.grid import load_grid
-from lmcache_compat.matrix import load_matrix
-from lmcache_compat.scanner import scan
+from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.grid import load_grid
+from lmcache_compat.upstream.matrix import load_matrix
 from tests.real.sweep import module_facts, present_modules, release_dir, sweep
 
 pytestmark = pytest.mark.real
@@ -117,8 +118,8 @@ def test_probe_on_the_real_class_equals_the_static_scan(
     work: Path,
     shipped: dict[str, dict[str, str]],
 ) -> None:
-    from lmcache_compat.catalog import owned_by
-    from lmcache_compat.surface import class_capabilities
+    from lmcache_compat.core.catalog import owned_by
+    from lmcache_compat.core.surface import class_capabilities
 
     result = results[version]
     scanned = scan(release_dir(version, work / "releases"))
@@ -232,7 +233,7 @@ def test_vllm_loads_the_plugin_and_finds_the_connector_by_name(work: Path) -> No
         for ep in metadata.entry_points(group="vllm.general_plugins")
         if ep.name == "lmcache_compat"
     ]
-    assert [ep.value for ep in eps] == ["lmcache_compat.vllm_plugin:register"]
+    assert [ep.value for ep in eps] == ["lmcache_compat.vllm.plugin:register"]
     code = (
         "from vllm.plugins import load_general_plugins\n"
         "load_general_plugins()\n"

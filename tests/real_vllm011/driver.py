@@ -139,7 +139,7 @@ def vllm_side() -> dict[str, Any]:
 
 
 def compat_facts() -> dict[str, Any]:
-    from lmcache_compat.vllm_facts import vllm_facts
+    from lmcache_compat.vllm.facts import vllm_facts
 
     return {k: v for k, v in dataclasses.asdict(vllm_facts()).items() if not isinstance(v, type)}
 
@@ -249,8 +249,8 @@ def convert_events_directly() -> dict[str, Any]:
     from lmcache.utils import CacheRemoveEvent, CacheStoreEvent
     from vllm.distributed.kv_events import KVEventBatch
 
-    from lmcache_compat.vllm_events import EventConverter as _EventConverter
-    from lmcache_compat.vllm_facts import vllm_facts
+    from lmcache_compat.vllm.events import EventConverter as _EventConverter
+    from lmcache_compat.vllm.facts import vllm_facts
 
     msgpack: Any = importlib.import_module("msgspec.msgpack")
     structs: Any = importlib.import_module("msgspec.structs")

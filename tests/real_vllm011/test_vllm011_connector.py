@@ -87,7 +87,7 @@ def test_the_children_ran_the_releases_and_this_checkout(reports: dict[str, Any]
         assert report["torch"].startswith("2.13.0")
         assert report["lmcache"] == RELEASES[mode]
         assert report["lmcache_file"].startswith(report["lmcache_target"])
-        assert Path(report["compat_file"]) == ROOT / "lmcache_compat" / "vllm.py"
+        assert Path(report["compat_file"]) == ROOT / "lmcache_compat" / "vllm" / "connector.py"
         assert report["import_lmcache_compat_imports_vllm"] is False
 
 
@@ -172,7 +172,7 @@ def test_vllm_builds_our_connector_in_both_roles_with_two_arguments(full: dict[s
     assert len(worker["capabilities"]) == 8
     # kv_events is a capability of 0.5.6, but vLLM 0.11.0 has no path for the events
     assert "kv_events" in worker["capabilities"]
-    assert sched["kv_events_bound_to"] == "no_events"  # lmcache_compat.vllm_binding.no_events
+    assert sched["kv_events_bound_to"] == "no_events"  # lmcache_compat.vllm.decisions.no_events
 
 
 @pytest.mark.parametrize("mode", ["full", "post1", "lacking"])

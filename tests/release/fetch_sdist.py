@@ -14,7 +14,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from lmcache_compat.matrix import load_matrix
+from lmcache_compat.upstream.matrix import load_matrix
 
 
 def main(version: str, dest: str) -> int:

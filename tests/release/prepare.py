@@ -25,7 +25,7 @@ def release_of(env_name: str) -> str:
 
 
 def main(env_name: str, tmp: str) -> int:
-    from lmcache_compat.matrix import load_matrix
+    from lmcache_compat.upstream.matrix import load_matrix
 
     version = release_of(env_name)
     row = load_matrix().row(version)

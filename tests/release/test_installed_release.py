@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat import installed_lmcache_version
-from lmcache_compat.matrix import load_matrix
-from lmcache_compat.scanner import scan
+from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.versions import parse_version
 from tests.behaviour import check_row_behaviour
 
@@ -81,7 +81,7 @@ def test_adapters_over_fakes_of_this_row_behave_per_catalog(row) -> None:  # typ
 
 def test_scanning_imported_nothing() -> None:
     code = (
-        f"import sys; from lmcache_compat.scanner import scan; scan({_target()!r}); "
+        f"import sys; from lmcache_compat.scan.scanner import scan; scan({_target()!r}); "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('lmcache', 'torch', 'vllm')]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -115,10 +115,10 @@ def test_a_scan_that_knows_no_path_finds_every_class_by_name(row) -> None:  # ty
     names both."""
     import dataclasses
 
-    from lmcache_compat import locations as loc
     from lmcache_compat.errors import AmbiguousLocationError
-    from lmcache_compat.scanner import scan_tree
-    from lmcache_compat.sources import open_source
+    from lmcache_compat.scan.scanner import scan_tree
+    from lmcache_compat.scan.sources import open_source
+    from lmcache_compat.upstream import locations as loc
 
     blind = tuple(
         dataclasses.replace(p, modules=(f"{p.package}.nowhere",)) for p in loc.LMCACHE_SCANNED
@@ -141,17 +141,17 @@ def test_the_connector_finds_its_engine_class_where_the_release_put_it(row) -> N
     """What ``LMCacheCompatConnector`` and ``doctor`` do at run time, without importing LMCache:
     the installed files say where ``LMCacheConnectorV1Impl`` lives."""
     if ARTIFACT:  # 0.3.0 cannot be installed here: the error says so, in one line
-        from lmcache_compat import locations as loc
         from lmcache_compat.errors import UpstreamNotFoundError
-        from lmcache_compat.resolve import clear_find_cache, where
+        from lmcache_compat.upstream import locations as loc
+        from lmcache_compat.upstream.resolve import clear_find_cache, where
 
         clear_find_cache()
         with pytest.raises(UpstreamNotFoundError, match="lmcache is not installed"):
             where(loc.CONNECTOR_IMPL)
         return
     code = (
-        "import sys; from lmcache_compat import locations as loc; "
-        "from lmcache_compat.resolve import where; print(where(loc.CONNECTOR_IMPL)[0]); "
+        "import sys; from lmcache_compat.upstream import locations as loc; "
+        "from lmcache_compat.upstream.resolve import where; print(where(loc.CONNECTOR_IMPL)[0]); "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('lmcache', 'torch', 'vllm')]; "
         "sys.exit(1 if bad else 0)"
     )

@@ -117,7 +117,7 @@ class _Substitution:
         self.names: dict[str, Any] = substitutions() if self.mode == "compat" else {}
         self.imported: dict[str, str] = {}
         if self.names:
-            from lmcache_compat.vllm_plugin import register
+            from lmcache_compat.vllm.plugin import register
 
             register()
 

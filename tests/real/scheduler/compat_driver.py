@@ -235,9 +235,9 @@ def _feed(scheduler: Any, scheduler_output: Any, kv_output: Any) -> dict[int, An
 
 def lmcache_impl_class() -> type:
     """The release's ``LMCacheConnectorV1Impl``, wherever it defines it (0.5.7rc2 moved it
-    under ``lmcache.inprocess``): found with ``lmcache_compat.resolve``, never by path."""
-    from lmcache_compat import locations as loc
-    from lmcache_compat.resolve import find
+    under ``lmcache.inprocess``): found with ``lmcache_compat.upstream.resolve``, never by path."""
+    from lmcache_compat.upstream import locations as loc
+    from lmcache_compat.upstream.resolve import find
 
     cls: type = find(loc.CONNECTOR_IMPL)
     return cls
@@ -462,7 +462,7 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
     from lmcache_compat.vllm import CONNECTOR_NAME, register
-    from lmcache_compat.vllm_facts import vllm_facts
+    from lmcache_compat.vllm.facts import vllm_facts
 
     timings: dict[str, float] = report["timings"]
     register()

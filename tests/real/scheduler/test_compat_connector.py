@@ -4,7 +4,8 @@ per release (``compat_driver.py``, whose docstring lists exactly what is real an
 injected):
 
 * LMCache 0.5.6 and 0.5.7rc2 (``full-<release>``; 0.5.7rc2 moved the impl under
-  ``lmcache.inprocess``, where the driver finds it through ``lmcache_compat.resolve``): vLLM
+  ``lmcache.inprocess``, where the driver finds it through ``lmcache_compat.upstream.resolve``):
+  vLLM
   builds our connector in both roles; the scheduler schedules a request whose first 48 tokens
   LMCache holds (injected lookup reply); vLLM's own worker step drives our worker-role connector
   over LMCache's real ``LMCacheConnectorV1Impl``, whose ``start_load_kv`` finds one 16-token
@@ -39,7 +40,8 @@ RELEASES = {"full-0.5.6": "0.5.6", "full-0.5.7rc2": "0.5.7rc2", "lacking": "0.3.
 FULL = ["full-0.5.6", "full-0.5.7rc2"]
 BLOCK = 16
 OURS = "lmcache_compat.vllm.LMCacheCompatConnector"
-#: Where each release defines its impl (found by the drivers through lmcache_compat.resolve).
+#: Where each release defines its impl (found by the drivers through
+#: lmcache_compat.upstream.resolve).
 IMPLS = {
     "0.5.6": "lmcache.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl",
     "0.5.7rc2": "lmcache.inprocess.integration.vllm.vllm_v1_adapter.LMCacheConnectorV1Impl",

@@ -1,0 +1,321 @@
+"""The ``lmcache-compat`` command line.
+
+Exit statuses (one table, :data:`EXIT_STATUS`): 0 success; 1 ``doctor`` found a known-broken
+vLLM x LMCache pair, or ``diff --fail-on-breaking`` found a breaking change; 2 usage or
+environment error; 3 scan target not found / not installed; 4 not an LMCache release; 5
+unreadable, unsafe or oversized archive or file (a scan budget exceeded included); 6
+undecodable or unparseable Python source. Every failure is one line on stderr, never a
+traceback; output that the terminal cannot encode is escaped, never a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lmcache_compat.errors import (
+    AmbiguousLocationError,
+    DataFileError,
+    InvalidSourceError,
+    LMCacheCompatError,
+    LMCacheVersionError,
+    NotInMatrixError,
+    NotLMCacheError,
+    SourceNotFoundError,
+    UnreadableArchiveError,
+)
+
+if TYPE_CHECKING:
+    from lmcache_compat.report.diff import ReleaseView
+    from lmcache_compat.scan.scanner import ScanResult
+
+__all__ = ["EXIT_STATUS", "main"]
+
+#: Error class -> exit status; the first matching row wins (subclasses first).
+EXIT_STATUS: tuple[tuple[type[LMCacheCompatError], int], ...] = (
+    (SourceNotFoundError, 3),
+    (NotInMatrixError, 3),
+    (LMCacheVersionError, 3),
+    (NotLMCacheError, 4),
+    (AmbiguousLocationError, 4),
+    (UnreadableArchiveError, 5),
+    (InvalidSourceError, 6),
+    (DataFileError, 2),
+    (LMCacheCompatError, 2),
+)
+
+
+def exit_status(exc: LMCacheCompatError) -> int:
+    return next(code for cls, code in EXIT_STATUS if isinstance(exc, cls))
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2))
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from lmcache_compat.report.doctor import doctor_report, mp_servers_report
+    from lmcache_compat.report.doctor_text import format_doctor
+
+    report = doctor_report()
+    if args.mp_server:  # a running MP server's release, from its HTTP front end
+        report["mp_servers"] = mp_servers_report(args.mp_server, report["lmcache"])
+    mismatch = any(s.get("matches") is False for s in report.get("mp_servers", ()))
+    if args.json:
+        _print_json(report)
+    else:
+        print(format_doctor(report))
+    return 1 if report["verdict"] == "broken" or mismatch else 0
+
+
+def _format_scan(result: ScanResult) -> str:
+    lines = [
+        f"source:          {result.source}",
+        f"LMCache version: {result.lmcache_version or 'unknown'}",
+    ]
+    if result.package != "lmcache":
+        lines.append(f"{result.package} version:    {result.version or 'unknown'}")
+    caps = result.capabilities
+    lines.append(f"capabilities:    {', '.join(c for c, v in caps.items() if v) or 'none'}")
+    lines.append(f"absent:          {', '.join(c for c, v in caps.items() if not v) or 'none'}")
+    if result.missing_classes:
+        lines.append(f"classes absent:  {', '.join(sorted(result.missing_classes))}")
+    for cls, methods in result.surfaces().items():
+        found = (
+            " (not at a known path: found by name)" if result.found_by.get(cls) == "search" else ""
+        )
+        lines.append(f"{cls}: in {result.modules.get(cls, '?')}{found}")
+        lines.extend(f"  {m}({', '.join(params)})" for m, params in methods.items())
+    return "\n".join(lines)
+
+
+def _scan(args: argparse.Namespace) -> int:
+    from lmcache_compat.scan.scanner import scan
+
+    native = args.vllm_native_path is not None
+    target = args.target
+    if native and args.vllm_native_path:
+        target = args.vllm_native_path
+    result = scan(target, vllm_native=native)
+    if args.json:
+        _print_json(result.to_json())
+    else:
+        print(_format_scan(result))
+    return 0
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    from lmcache_compat.upstream.matrix import load_matrix, render_markdown, render_table
+
+    m = load_matrix()
+    if args.json:
+        _print_json(
+            {
+                "releases": [
+                    {
+                        "version": r.version,
+                        "prerelease": r.prerelease,
+                        "artifact": r.artifact,
+                        **r.scan_json(),
+                    }
+                    for r in m.rows
+                ],
+                "since": {c: m.since(c) for c in m.newest.capabilities},
+            }
+        )
+    elif args.markdown:
+        print(render_markdown(m), end="")
+    else:
+        print(render_table(m), end="")
+    return 0
+
+
+def _grid(args: argparse.Namespace) -> int:
+    from lmcache_compat.upstream.grid import Grid, load_grid, render_markdown, render_text
+
+    grid = load_grid()
+    if args.vllm is not None:
+        from lmcache_compat.versions import parse_version
+
+        parse_version(args.vllm)
+        tier = grid.leans_on(args.vllm)
+        if tier is None:
+            raise NotInMatrixError(
+                f"vLLM {args.vllm} is older than every measured vLLM ({', '.join(grid.versions)})"
+            )
+        if tier.vllm != args.vllm:
+            print(
+                f"vLLM {args.vllm} was not measured; showing vLLM {tier.vllm}, the nearest "
+                "measured release before it",
+                file=sys.stderr,
+            )
+        grid = Grid([tier], grid.meta)
+    if args.json:
+        _print_json(
+            {
+                "meta": grid.meta,
+                "vllm": {
+                    t.vllm: {
+                        "torch": t.torch,
+                        "imports": t.imports,
+                        "pairs": {
+                            v: {k: run.to_json() for k, run in p.connectors.items()}
+                            for v, p in t.pairs.items()
+                        },
+                        "unit_tests": t.unit_tests,
+                        "notes": list(t.notes),
+                    }
+                    for t in grid.tiers
+                },
+            }
+        )
+    elif args.markdown:
+        print(render_markdown(grid), end="")
+    else:
+        print(render_text(grid), end="")
+    return 0
+
+
+def _resolve_side(spec: str) -> ReleaseView:
+    """A version in the matrix, or a path to scan."""
+    from pathlib import Path
+
+    from lmcache_compat.report.diff import ReleaseView
+    from lmcache_compat.scan.scanner import scan
+    from lmcache_compat.upstream.matrix import load_matrix
+
+    if os.path.lexists(spec) or Path(spec).suffix in (".whl", ".gz", ".tgz"):
+        return ReleaseView.from_scan(scan(spec))
+    try:
+        return ReleaseView.from_row(load_matrix().row(spec))
+    except (NotInMatrixError, LMCacheVersionError) as exc:
+        raise SourceNotFoundError(f"{spec}: not a file or directory, and {exc}") from None
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from lmcache_compat.report.diff import diff_releases
+
+    d = diff_releases(_resolve_side(args.old), _resolve_side(args.new))
+    if args.json:
+        _print_json(d.to_json())
+    else:
+        print(d.format())
+    return 1 if args.fail_on_breaking and d.breaking else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from lmcache_compat import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="lmcache-compat",
+        description="One stable API over every LMCache release: diagnostics and tools.",
+        epilog=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    parser.add_argument("--version", action="version", version=f"lmcache-compat {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    doctor = sub.add_parser(
+        "doctor", help="report installed Python/LMCache/vLLM and what the LMCache release offers"
+    )
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.add_argument(
+        "--mp-server",
+        action="append",
+        metavar="URL",
+        help="HTTP front end of a running LMCache MP server (http://HOST:PORT, its --http-port; "
+        "repeatable): report its release and whether it is the installed one (exit 1 if not)",
+    )
+    doctor.set_defaults(func=_doctor)
+
+    scan = sub.add_parser(
+        "scan",
+        help="read a release's sources with ast (never importing it) and report its surfaces",
+    )
+    scan.add_argument(
+        "target",
+        nargs="?",
+        help="a .whl, an sdist .tar.gz or a source directory (default: the installed lmcache; "
+        "with --vllm-native: a vLLM wheel or directory, default the installed vllm)",
+    )
+    scan.add_argument(
+        "--vllm-native",
+        dest="vllm_native_path",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="scan vLLM's vendored lmcache_integration copy (in TARGET or PATH, else the "
+        "installed vllm)",
+    )
+    scan.add_argument("--json", action="store_true", help="print one JSON object")
+    scan.set_defaults(func=_scan)
+
+    matrix = sub.add_parser("matrix", help="the shipped capabilities of every LMCache release")
+    fmt = matrix.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true")
+    fmt.add_argument("--markdown", action="store_true")
+    matrix.set_defaults(func=_matrix)
+
+    grid = sub.add_parser(
+        "grid", help="the measured vLLM x LMCache grid: which LMCache works with vLLM X"
+    )
+    grid.add_argument("--vllm", metavar="X", help="only vLLM X (or the measured one before it)")
+    gfmt = grid.add_mutually_exclusive_group()
+    gfmt.add_argument("--json", action="store_true")
+    gfmt.add_argument("--markdown", action="store_true")
+    grid.set_defaults(func=_grid)
+
+    diff = sub.add_parser(
+        "diff",
+        help="what changed between two releases: moves, methods, parameters, types, capabilities",
+    )
+    diff.add_argument("old", help="a version in the matrix, or a wheel/sdist/directory")
+    diff.add_argument("new", help="a version in the matrix, or a wheel/sdist/directory")
+    diff.add_argument("--json", action="store_true")
+    diff.add_argument(
+        "--fail-on-breaking",
+        action="store_true",
+        help="exit 1 when a change breaks existing callers",
+    )
+    diff.set_defaults(func=_diff)
+    return parser
+
+
+def _escape_output() -> None:
+    """Never crash on output the terminal cannot encode (``PYTHONIOENCODING=ascii``)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    _escape_output()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    if getattr(args, "target", None) and getattr(args, "vllm_native_path", None):
+        parser.error("give the vLLM path after --vllm-native, or as TARGET, not both")
+    try:
+        code: int = args.func(args)
+    except LMCacheCompatError as exc:
+        print(f"lmcache-compat {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return exit_status(exc)
+    except BrokenPipeError:  # `lmcache-compat scan | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

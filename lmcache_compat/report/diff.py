@@ -1,0 +1,422 @@
+"""What changed between two releases, as typed records with a kind and an explanation.
+
+:func:`diff_releases` compares two :class:`ReleaseView` objects (from the shipped matrix or a
+scan) class by class, member by member, parameter by parameter, the way griffe reports API
+breakage: each :class:`Change` has a :class:`ChangeKind` that says whether it breaks callers
+and why. Rendering to text or JSON happens last (``lmcache-compat diff``).
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lmcache_compat.core.signatures import MethodFacts, from_json
+
+if TYPE_CHECKING:
+    from lmcache_compat.scan.scanner import ScanResult
+    from lmcache_compat.upstream.matrix import ReleaseRow
+
+__all__ = ["Change", "ChangeKind", "ReleaseDiff", "ReleaseView", "diff_releases"]
+
+P = inspect.Parameter
+
+
+class ChangeKind(enum.Enum):
+    """A kind of change, whether it breaks existing callers, and why."""
+
+    CLASS_ADDED = ("class added", False, "new API; nothing existing changes")
+    CLASS_REMOVED = ("class removed", True, "code that uses the class fails")
+    CLASS_MOVED = (
+        "class moved",
+        True,
+        "code that imports it by module path fails with ModuleNotFoundError (vLLM's in-tree "
+        "LMCacheConnectorV1, kv_connector_module_path settings); finding it by name "
+        "(lmcache-compat) still works",
+    )
+    METHOD_ADDED = ("method added", False, "new API; nothing existing changes")
+    METHOD_REMOVED = ("method removed", True, "calls raise AttributeError")
+    MEMBER_KIND_CHANGED = (
+        "member kind changed",
+        True,
+        "a method became a property (or back): calls or reads of it break",
+    )
+    PARAMETER_ADDED = ("parameter added", False, "optional: existing calls bind unchanged")
+    PARAMETER_ADDED_REQUIRED = (
+        "required parameter added",
+        True,
+        "existing calls miss a required argument (TypeError)",
+    )
+    PARAMETER_RENAMED = (
+        "parameter renamed",
+        True,
+        "calls passing it by keyword raise TypeError (positional callers still bind)",
+    )
+    PARAMETER_REMOVED = (
+        "parameter removed",
+        True,
+        "calls passing it by keyword raise TypeError; positional callers shift",
+    )
+    PARAMETER_MOVED = (
+        "parameters reordered",
+        True,
+        "positional callers pass values to the wrong parameters, often silently",
+    )
+    PARAMETER_KIND_CHANGED = (
+        "parameter kind changed",
+        True,
+        "calls passing it the old way (positionally or by keyword) raise TypeError",
+    )
+    PARAMETER_BECAME_REQUIRED = (
+        "parameter became required",
+        True,
+        "calls that leave it out raise TypeError",
+    )
+    PARAMETER_BECAME_OPTIONAL = ("parameter became optional", False, "existing calls still bind")
+    PARAMETER_TYPE_CHANGED = (
+        "parameter type changed",
+        True,
+        "callers passing the old type may fail, or be misread without an error",
+    )
+    PARAMETER_TYPE_WIDENED = (
+        "parameter type widened",
+        False,
+        "every value of the old type is still accepted",
+    )
+    RETURN_CHANGED = (
+        "return type changed",
+        True,
+        "callers that use the result may misread it",
+    )
+    RETURN_ADDED = (
+        "now returns a value",
+        False,
+        "it returned None before, so no existing caller reads the result",
+    )
+    CAPABILITY_ADDED = ("capability added", False, "the release can do more")
+    CAPABILITY_REMOVED = ("capability removed", True, "what the capability gave is lost")
+
+    def __init__(self, label: str, breaking: bool, explanation: str) -> None:
+        self.label = label
+        self.breaking = breaking
+        self.explanation = explanation
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: ChangeKind
+    cls: str | None = None
+    member: str | None = None
+    parameter: str | None = None
+    before: str | None = None
+    after: str | None = None
+
+    @property
+    def breaking(self) -> bool:
+        return self.kind.breaking
+
+    def describe(self) -> str:
+        """One line, without the class (the text output groups by class)."""
+        k = self.kind
+        if k in (ChangeKind.CAPABILITY_ADDED, ChangeKind.CAPABILITY_REMOVED):
+            return f"{k.label}: {self.member}"
+        if k in (ChangeKind.CLASS_ADDED, ChangeKind.CLASS_REMOVED):
+            return k.label
+        if k is ChangeKind.CLASS_MOVED:
+            return f"moved: {self.before} -> {self.after}"
+        if k in (ChangeKind.METHOD_ADDED, ChangeKind.METHOD_REMOVED):
+            return f"{k.label}: {self.member}"
+        if k is ChangeKind.PARAMETER_RENAMED:
+            return f"{self.member}: {k.label}: {self.before} -> {self.after}"
+        where = self.member if self.parameter is None else f"{self.member}({self.parameter})"
+        if k in (ChangeKind.PARAMETER_ADDED, ChangeKind.PARAMETER_ADDED_REQUIRED):
+            return f"{where}: {k.label}" + (f": {self.after}" if self.after else "")
+        if self.before is not None or self.after is not None:
+            return f"{where}: {k.label}: {self.before} -> {self.after}"
+        return f"{where}: {k.label}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind.name.lower(), "breaking": self.breaking}
+        for name in ("cls", "member", "parameter", "before", "after"):
+            value = getattr(self, name)
+            if value is not None:
+                out["class" if name == "cls" else name] = value
+        out["explanation"] = self.kind.explanation
+        return out
+
+
+@dataclass(frozen=True)
+class ReleaseView:
+    """What a diff compares: one release's classes, their modules and capabilities."""
+
+    label: str | None
+    classes: Mapping[str, Mapping[str, MethodFacts]]
+    modules: Mapping[str, str] = field(default_factory=dict)
+    capabilities: Mapping[str, bool] = field(default_factory=dict)
+
+    @classmethod
+    def from_scan(cls, result: ScanResult) -> ReleaseView:
+        return cls(
+            result.lmcache_version or result.source,
+            result.classes,
+            result.modules,
+            result.capabilities,
+        )
+
+    @classmethod
+    def from_row(cls, row: ReleaseRow) -> ReleaseView:
+        return cls(row.version, row.classes(), row.modules, row.capabilities)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReleaseView:
+        details = data.get("details", {})
+        classes: dict[str, dict[str, MethodFacts]] = {}
+        for name, methods in data.get("surfaces", {}).items():
+            classes[name] = {
+                m: from_json(params, details.get(name, {}).get(m)) for m, params in methods.items()
+            }
+            for prop in data.get("properties", {}).get(name, ()):
+                classes[name][prop] = MethodFacts(None, kind="property")
+        return cls(
+            data.get("lmcache_version") or data.get("source"),
+            classes,
+            data.get("modules", {}),
+            data.get("capabilities", {}),
+        )
+
+
+@dataclass(frozen=True)
+class ReleaseDiff:
+    old: str | None
+    new: str | None
+    changes: tuple[Change, ...]
+
+    @property
+    def breaking(self) -> bool:
+        return any(c.breaking for c in self.changes)
+
+    def of_kind(self, kind: ChangeKind) -> list[Change]:
+        return [c for c in self.changes if c.kind is kind]
+
+    def to_json(self) -> dict[str, Any]:
+        classes: dict[str, dict[str, Any]] = {}
+        for c in self.changes:
+            if c.cls is None:
+                continue
+            entry = classes.setdefault(c.cls, {})
+            if c.kind is ChangeKind.CLASS_ADDED:
+                entry["class_added"] = True
+            elif c.kind is ChangeKind.CLASS_REMOVED:
+                entry["class_removed"] = True
+            elif c.kind is ChangeKind.CLASS_MOVED:
+                entry["moved"] = {"from": c.before, "to": c.after}
+            elif c.kind is ChangeKind.METHOD_ADDED:
+                entry.setdefault("methods_added", []).append(c.member)
+            elif c.kind is ChangeKind.METHOD_REMOVED:
+                entry.setdefault("methods_removed", []).append(c.member)
+            else:
+                changed = entry.setdefault("methods_changed", {}).setdefault(c.member, [])
+                changed.append(c.to_json())
+        return {
+            "from": self.old,
+            "to": self.new,
+            "capabilities_added": sorted(
+                c.member or "" for c in self.of_kind(ChangeKind.CAPABILITY_ADDED)
+            ),
+            "capabilities_removed": sorted(
+                c.member or "" for c in self.of_kind(ChangeKind.CAPABILITY_REMOVED)
+            ),
+            "classes": classes,
+            "changes": [c.to_json() for c in self.changes],
+            "breaking": self.breaking,
+        }
+
+    def format(self) -> str:
+        lines = [f"LMCache {self.old} -> {self.new}" + ("  (BREAKING)" if self.breaking else "")]
+        caps = [c for c in self.changes if c.cls is None]
+        lines.extend(f"  {c.describe()}" for c in caps)
+        by_class: dict[str, list[Change]] = {}
+        for c in self.changes:
+            if c.cls is not None:
+                by_class.setdefault(c.cls, []).append(c)
+        for cls, changes in by_class.items():
+            lines.append(f"  {cls}:")
+            for c in changes:
+                mark = "  [breaking]" if c.breaking else ""
+                lines.append(f"    {c.describe()}{mark}")
+            moved = [c for c in changes if c.kind is ChangeKind.CLASS_MOVED]
+            if moved:
+                lines.append(f"      ({ChangeKind.CLASS_MOVED.explanation})")
+        if not self.changes:
+            lines.append("  no differences in the scanned surfaces")
+        return "\n".join(lines)
+
+
+# --- comparing ------------------------------------------------------------------------------------
+
+
+def _normalise(node: ast.expr) -> str:
+    """Canonical text of an annotation: ``Optional[X]`` and ``Union[X, None]`` become
+    ``X | None`` (members sorted), module prefixes and ``typing`` aliases are dropped."""
+    aliases = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "Type": "type"}
+    if isinstance(node, ast.Attribute):
+        return aliases.get(node.attr, node.attr)
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id)
+    if isinstance(node, ast.Constant):
+        return "None" if node.value is None else repr(node.value)
+    members: list[ast.expr] = []
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        members = [node.left, node.right]
+    elif isinstance(node, ast.Subscript):
+        head = _normalise(node.value)
+        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if head == "Optional":
+            members = [args[0], ast.Constant(None)]
+        elif head == "Union":
+            members = list(args)
+        else:
+            return f"{head}[{', '.join(_normalise(a) for a in args)}]"
+    if members:
+        parts: set[str] = set()
+        for m in members:
+            parts.update(_normalise(m).split(" | "))
+        return " | ".join(sorted(parts))
+    return ast.unparse(node)
+
+
+def normalise_annotation(text: str) -> str:
+    try:
+        return _normalise(ast.parse(text.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError):
+        return "".join(text.split())
+
+
+def _annotation(p: P) -> str | None:
+    return None if p.annotation is P.empty else str(p.annotation)
+
+
+def _positional(facts: MethodFacts) -> list[str]:
+    return [p.name for p in facts.params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+
+
+def _type_change(cls: str, name: str, pname: str, ta: str | None, tb: str | None) -> list[Change]:
+    if not ta or not tb:
+        return []
+    na, nb = normalise_annotation(ta), normalise_annotation(tb)
+    if na == nb:
+        return []
+    widened = set(na.split(" | ")) < set(nb.split(" | "))
+    kind = ChangeKind.PARAMETER_TYPE_WIDENED if widened else ChangeKind.PARAMETER_TYPE_CHANGED
+    return [Change(kind, cls, name, pname, ta, tb)]
+
+
+def _renames(a: MethodFacts, b: MethodFacts) -> dict[str, str]:
+    """Old name -> new name for parameters that only changed name: the same positional index,
+    the old name gone and the new one new."""
+    pa, pb = a.signature.parameters, b.signature.parameters  # type: ignore[union-attr]
+    old, new = _positional(a), _positional(b)
+    out = {}
+    for i, name in enumerate(old):
+        if name not in pb and i < len(new) and new[i] not in pa:
+            out[name] = new[i]
+    return out
+
+
+def _method_changes(cls: str, name: str, a: MethodFacts, b: MethodFacts) -> list[Change]:
+    if a.kind != b.kind:
+        return [Change(ChangeKind.MEMBER_KIND_CHANGED, cls, name, None, a.kind, b.kind)]
+    if a.kind != "method" or a.signature is None or b.signature is None:
+        return []
+    out: list[Change] = []
+    pa, pb = a.signature.parameters, b.signature.parameters
+    renames = _renames(a, b)
+    for old_name, new_name in renames.items():
+        out.append(Change(ChangeKind.PARAMETER_RENAMED, cls, name, None, old_name, new_name))
+        out.extend(
+            _type_change(
+                cls,
+                name,
+                f"{old_name} -> {new_name}",
+                _annotation(pa[old_name]),
+                _annotation(pb[new_name]),
+            )
+        )
+    renamed_to = set(renames.values())
+    for pname in pa:
+        if pname not in pb and pname not in renames:
+            out.append(Change(ChangeKind.PARAMETER_REMOVED, cls, name, pname))
+    for pname, p in pb.items():
+        if pname in pa or pname in renamed_to:
+            continue
+        required = p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)
+        kind = ChangeKind.PARAMETER_ADDED_REQUIRED if required else ChangeKind.PARAMETER_ADDED
+        out.append(Change(kind, cls, name, pname, None, _annotation(p)))
+    before = [n for n in _positional(a) if n in pb]
+    after = [n for n in _positional(b) if n in pa]
+    if [n for n in before if n in after] != [n for n in after if n in before]:
+        out.append(
+            Change(ChangeKind.PARAMETER_MOVED, cls, name, None, ", ".join(before), ", ".join(after))
+        )
+    for pname, old in pa.items():
+        new = pb.get(pname)
+        if new is None:
+            continue
+        if old.kind != new.kind:
+            out.append(
+                Change(
+                    ChangeKind.PARAMETER_KIND_CHANGED,
+                    cls,
+                    name,
+                    pname,
+                    old.kind.description,
+                    new.kind.description,
+                )
+            )
+        variadic = (P.VAR_POSITIONAL, P.VAR_KEYWORD)
+        if old.default is not P.empty and new.default is P.empty and new.kind not in variadic:
+            out.append(Change(ChangeKind.PARAMETER_BECAME_REQUIRED, cls, name, pname))
+        elif old.default is P.empty and new.default is not P.empty and old.kind not in variadic:
+            out.append(Change(ChangeKind.PARAMETER_BECAME_OPTIONAL, cls, name, pname))
+        out.extend(_type_change(cls, name, pname, _annotation(old), _annotation(new)))
+    ra, rb = a.returns, b.returns
+    if ra and rb and normalise_annotation(ra) != normalise_annotation(rb):
+        none_before = normalise_annotation(ra) == "None"  # nobody read a None result
+        kind = ChangeKind.RETURN_ADDED if none_before else ChangeKind.RETURN_CHANGED
+        out.append(Change(kind, cls, name, None, ra, rb))
+    return out
+
+
+def diff_releases(old: ReleaseView, new: ReleaseView) -> ReleaseDiff:
+    """Every change from ``old`` to ``new``: capabilities, then class by class."""
+    changes: list[Change] = []
+    for cap, present in old.capabilities.items():
+        if present and not new.capabilities.get(cap, False):
+            changes.append(Change(ChangeKind.CAPABILITY_REMOVED, member=cap))
+    for cap, present in new.capabilities.items():
+        if present and not old.capabilities.get(cap, False):
+            changes.append(Change(ChangeKind.CAPABILITY_ADDED, member=cap))
+    for cls in sorted(set(old.classes) | set(new.classes)):
+        a, b = old.classes.get(cls), new.classes.get(cls)
+        if a is None:
+            changes.append(Change(ChangeKind.CLASS_ADDED, cls))
+            continue
+        if b is None:
+            changes.append(Change(ChangeKind.CLASS_REMOVED, cls))
+            continue
+        ma, mb = old.modules.get(cls), new.modules.get(cls)
+        if ma and mb and ma != mb:
+            changes.append(Change(ChangeKind.CLASS_MOVED, cls, None, None, ma, mb))
+        for name in sorted(set(b) - set(a)):
+            if b[name].kind == "method":
+                changes.append(Change(ChangeKind.METHOD_ADDED, cls, name))
+        for name in sorted(set(a) - set(b)):
+            if a[name].kind == "method":
+                changes.append(Change(ChangeKind.METHOD_REMOVED, cls, name))
+        for name in sorted(set(a) & set(b)):
+            changes.extend(_method_changes(cls, name, a[name], b[name]))
+    return ReleaseDiff(old.label, new.label, tuple(changes))

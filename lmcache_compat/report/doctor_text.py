@@ -1,0 +1,108 @@
+"""The text of ``lmcache-compat doctor``, rendered from its JSON object
+(:func:`lmcache_compat.report.doctor.doctor_report`): everything printed is in the JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lmcache_compat.upstream.known_issues import issue
+
+__all__ = ["format_doctor", "format_mp_servers", "format_verdict"]
+
+_EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
+
+
+def format_doctor(report: dict[str, Any]) -> str:
+    """The human-readable ``doctor`` output (everything in it is in the JSON object)."""
+    lm = report["lmcache"]
+    status = report.get("lmcache_in_matrix") or {}
+    extra = ""
+    if status.get("prerelease"):
+        extra = " (pre-release)"
+    if status.get("status") == "newer":
+        extra += f" (newer than the shipped matrix: newest {status['newest']})"
+    lines = [
+        "lmcache-compat doctor",
+        f"  Python          {report['python']} ({report['python_executable']})",
+        f"  lmcache-compat  {report['lmcache_compat']}",
+        f"  LMCache         {lm or 'not installed'}{extra}",
+        f"  vLLM            {report['vllm'] or 'not installed'}",
+    ]
+    lines += format_mp_servers(report.get("mp_servers") or [])
+    native_words = f" (does NOT import with this LMCache: {issue('native-copy-range').problem})"
+    for src in report["engine_sources"]:
+        state = "found" if src["present"] else "NOT found"
+        detail = ""
+        if "module" in src:
+            how = " (found by name, not at a known path)" if src["found_by"] == "search" else ""
+            detail = f" in {src['module']}{how}"
+        if "imports_with_installed_lmcache" in src:
+            detail += (
+                " (imports with this LMCache)"
+                if src["imports_with_installed_lmcache"]
+                else native_words
+            )
+        lines.append(f"  engine source   {src['source']}: {state}{detail}")
+    check = report.get("vllm_connector_import") or {}
+    if check.get("checked"):
+        state = "MISSING in this LMCache" if check["missing"] else "present"
+        lines.append(f"  vLLM's LMCacheConnectorV1 imports {', '.join(check['imports'])}: {state}")
+    lines += ["", f"Capabilities ({report['capabilities_basis']}):"]
+    scanned = any(c["present"] is not None for c in report["capabilities"])
+    header = ("capability", "since", "present" if scanned else "expected", "without it")
+    rows = [header]
+    for cap in report["capabilities"]:
+        have = cap["present"] if scanned else cap["expected"] == "yes"
+        shown = ("yes" if have else "NO") if scanned else _EXPECTATION_WORDS[cap["expected"]]
+        tail = "-" if have else cap["impact"]
+        if "note" in cap:
+            tail += f" [note: {cap['note']}]"
+        rows.append((cap["capability"], cap["since"], shown, tail))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        lines.append(
+            f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
+        )
+    lines += ["", *format_verdict(report["vllm"], lm, report)]
+    return "\n".join(lines)
+
+
+def format_verdict(vllm: str | None, lmcache: str | None, result: dict[str, Any]) -> list[str]:
+    """The verdict block of ``doctor`` for ``result`` (:func:`known_issues.verdict`'s keys)."""
+    lines = [
+        f"Verdict for vLLM {vllm or '-'} + LMCache {lmcache or '-'}: {result['verdict'].upper()}"
+    ]
+    for item in result["issues"]:
+        lines.append(f"  [{item['severity']}] {item['connector']}: {item['problem']}")
+        lines.append(f"      fix: {item['fix']} ({item['source']})")
+    for note in result["notes"]:
+        lines.append("")
+        lines.append(f"Note: {note}")
+    return lines
+
+
+def format_mp_servers(entries: Sequence[dict[str, Any]]) -> list[str]:
+    from lmcache_compat.mp.server import ROUTE
+
+    lines = []
+    for entry in entries:
+        url, release, client = entry["url"], entry.get("release"), entry.get("client")
+        if "error" in entry:
+            state = f"NOT reachable: {entry['error']}"
+        elif release is None:
+            state = (
+                f"release not reported (no {ROUTE}: a release before that route, or not an "
+                "LMCache MP front end)"
+            )
+        elif entry["matches"] is None:
+            state = f"LMCache {release} (installed LMCache unknown: cannot compare)"
+        elif entry["matches"]:
+            state = f"LMCache {release} (the installed release)"
+        else:
+            state = (
+                f"LMCache {release}: NOT the installed LMCache {client}; different releases may "
+                "not share a wire format (lookups time out; lmcache-compat raises MPServerError)"
+            )
+        lines.append(f"  MP server       {url}: {state}")
+    return lines

@@ -1,0 +1,396 @@
+"""Reading classes from Python source with ``ast``: nothing is imported or executed.
+
+:func:`parse_source` decodes (allow-listed encodings only) and parses one module within the
+source budgets; :class:`Index` parses a tree's modules on first use and records their classes,
+functions and imports; :class:`ClassReader` turns a class into its members'
+:class:`~lmcache_compat.core.signatures.MethodFacts`, following base classes in the same package
+(memoised per class) and synthesising a dataclass's ``__init__``.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import inspect
+import io
+import re
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from lmcache_compat.core.signatures import DEFAULT, MethodFacts, make_signature
+from lmcache_compat.errors import InvalidSourceError, SourceTooLargeError
+from lmcache_compat.scan.budgets import Meter, over
+from lmcache_compat.scan.sources import SourceTree
+
+__all__ = [
+    "ALLOWED_CODECS",
+    "ClassInfo",
+    "ClassReader",
+    "Index",
+    "Module",
+    "decode_source",
+    "function_facts",
+    "parse_source",
+    "top_level",
+]
+
+P = inspect.Parameter
+
+#: Source encodings a release may declare (PEP 263); anything else is refused, not guessed.
+ALLOWED_CODECS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252", "iso8859-15"})
+
+
+def decode_source(relpath: str, data: bytes, where: str) -> str:
+    """Source text, decoded with its declared (allow-listed) encoding."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        name = codecs.lookup(encoding).name
+    except (SyntaxError, LookupError) as exc:
+        raise InvalidSourceError(
+            f"{where}: {relpath} is not decodable Python source ({exc})"
+        ) from None
+    if name not in ALLOWED_CODECS:
+        raise InvalidSourceError(
+            f"{where}: {relpath} declares the source encoding {encoding!r}, which lmcache-compat "
+            f"does not read (allowed: {', '.join(sorted(ALLOWED_CODECS))})"
+        )
+    try:
+        return data.decode(encoding)
+    except (UnicodeError, LookupError) as exc:
+        raise InvalidSourceError(
+            f"{where}: {relpath} is not decodable Python source ({exc})"
+        ) from None
+
+
+def parse_source(relpath: str, data: bytes, where: str, meter: Meter) -> ast.Module:
+    """``ast.parse`` within the source budgets (checked before parsing: the parser runs in C and
+    cannot be interrupted); every failure is one :class:`InvalidSourceError` line."""
+    b = meter.budgets
+    spot = f"{where}: {relpath}"
+    big = SourceTooLargeError
+    if len(data) > b.source_bytes:
+        raise over(spot, "source_bytes", b.source_bytes, f"{len(data)} bytes of source", big)
+    lines = data.count(b"\n")
+    if lines > b.source_lines:
+        raise over(spot, "source_lines", b.source_lines, f"{lines} lines of source", big)
+    words = len(re.findall(rb"\w+", data))
+    if words > b.source_words:
+        raise over(spot, "source_words", b.source_words, f"{words} words of source", big)
+    meter.spend("parsed_bytes", len(data), spot)
+    text = decode_source(relpath, data, where)
+    try:
+        return ast.parse(text, filename=relpath)
+    except SyntaxError as exc:
+        raise InvalidSourceError(f"{spot}:{exc.lineno}: invalid Python ({exc.msg})") from None
+    except (RecursionError, MemoryError) as exc:
+        raise InvalidSourceError(
+            f"{spot}: cannot parse ({type(exc).__name__}: too deep or too large)"
+        ) from None
+    except ValueError as exc:
+        raise InvalidSourceError(f"{spot}: cannot parse ({exc})") from None
+
+
+@dataclass
+class Module:
+    relpath: str
+    dotted: str
+    classes: dict[str, ast.ClassDef]
+    functions: set[str]
+    imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
+
+
+def top_level(body: list[ast.stmt], limit: int = 100_000) -> Iterator[ast.stmt]:
+    """Statements at module (or class) level, looking into if/try/with blocks (iteratively: an
+    ``elif`` chain of any length is no deeper than one level here)."""
+    stack: list[Iterator[ast.stmt]] = [iter(body)]
+    seen = 0
+    while stack:
+        node = next(stack[-1], None)
+        if node is None:
+            stack.pop()
+            continue
+        seen += 1
+        if seen > limit:
+            return
+        yield node
+        blocks: list[list[ast.stmt]] = []
+        if isinstance(node, ast.If):
+            blocks = [node.body, node.orelse]
+        elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            tried: Any = node
+            blocks = [tried.body, *(h.body for h in tried.handlers), tried.orelse, tried.finalbody]
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            blocks = [node.body]
+        for block in reversed(blocks):
+            stack.append(iter(block))
+
+
+class Index:
+    """Parsed modules of one source tree, parsed on first use."""
+
+    def __init__(self, tree: SourceTree) -> None:
+        self.tree = tree
+        self.package = tree.package
+        self._modules: dict[str, Module | None] = {}
+
+    def module(self, relpath: str) -> Module | None:
+        if relpath in self._modules:
+            return self._modules[relpath]
+        data = self.tree.read(relpath)
+        mod = None if data is None else self._parse(relpath, data)
+        self._modules[relpath] = mod
+        return mod
+
+    def module_by_dotted(self, dotted: str) -> Module | None:
+        base = dotted.replace(".", "/")
+        return self.module(base + ".py") or self.module(base + "/__init__.py")
+
+    def _parse(self, relpath: str, data: bytes) -> Module:
+        tree = parse_source(relpath, data, self.tree.description, self.tree.meter)
+        dotted = relpath[: -len(".py")].replace("/", ".")
+        is_init = dotted.endswith(".__init__")
+        if is_init:
+            dotted = dotted[: -len(".__init__")]
+        package_parts = dotted.split(".") if is_init else dotted.split(".")[:-1]
+        classes: dict[str, ast.ClassDef] = {}
+        functions: set[str] = set()
+        imports: dict[str, tuple[str, str | None]] = {}
+        for node in top_level(tree.body):
+            if isinstance(node, ast.ClassDef):
+                classes[node.name] = node
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.add(node.name)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    keep = len(package_parts) - (node.level - 1)
+                    if keep <= 0:
+                        continue
+                    base = ".".join(package_parts[:keep])
+                    source = f"{base}.{node.module}" if node.module else base
+                else:
+                    source = node.module or ""
+                for alias in node.names:
+                    imports[alias.asname or alias.name] = (source, alias.name)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        imports[alias.asname] = (alias.name, None)
+                    else:
+                        top = alias.name.split(".")[0]
+                        imports[top] = (top, None)
+        return Module(relpath, dotted, classes, functions, imports)
+
+
+_PROPERTIES = {"property", "cached_property", "abstractproperty"}
+_ACCESSORS = {"setter", "getter", "deleter"}
+_IGNORED_BASES = ("object", "ABC", "abc.ABC", "Protocol")
+
+
+def _tail(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Call):
+        node = node.func
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _text(node: ast.expr | None) -> Any:
+    return P.empty if node is None else ast.unparse(node)
+
+
+def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool) -> MethodFacts:
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    first_default = len(positional) - len(a.defaults)
+    params: list[P] = []
+    for i, arg in enumerate(positional):
+        kind = P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD
+        default = DEFAULT if i >= first_default else P.empty
+        params.append(P(arg.arg, kind, default=default, annotation=_text(arg.annotation)))
+    if drop_first and params:
+        params = params[1:]
+    if a.vararg is not None:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL, annotation=_text(a.vararg.annotation)))
+    for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
+        default = P.empty if kw_default is None else DEFAULT
+        params.append(P(arg.arg, P.KEYWORD_ONLY, default=default, annotation=_text(arg.annotation)))
+    if a.kwarg is not None:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD, annotation=_text(a.kwarg.annotation)))
+    returns = ast.unparse(fn.returns) if fn.returns is not None else None
+    try:
+        signature = make_signature(params, returns)
+    except ValueError as exc:  # duplicate names: Python would refuse to compile it
+        raise InvalidSourceError(f"def {fn.name}() at line {fn.lineno}: {exc}") from None
+    return MethodFacts(signature, is_async=isinstance(fn, ast.AsyncFunctionDef))
+
+
+def _is_dataclass(cls: ast.ClassDef) -> bool:
+    return any(_tail(d) == "dataclass" for d in cls.decorator_list)
+
+
+def _dataclass_kw_only(cls: ast.ClassDef) -> bool:
+    for d in cls.decorator_list:
+        if isinstance(d, ast.Call) and _tail(d) == "dataclass":
+            for k in d.keywords:
+                if k.arg == "kw_only" and isinstance(k.value, ast.Constant):
+                    return bool(k.value.value)
+    return False
+
+
+def _dataclass_field(node: ast.AnnAssign, kw_only: bool) -> P | None:
+    if not isinstance(node.target, ast.Name):
+        return None
+    ann = ast.unparse(node.annotation)
+    if "ClassVar" in ann:
+        return None
+    has_default = node.value is not None
+    if isinstance(node.value, ast.Call) and _tail(node.value.func) == "field":
+        kwargs = {k.arg: k.value for k in node.value.keywords if k.arg}
+        init = kwargs.get("init")
+        if isinstance(init, ast.Constant) and init.value is False:
+            return None
+        has_default = "default" in kwargs or "default_factory" in kwargs
+    kind = P.KEYWORD_ONLY if kw_only else P.POSITIONAL_OR_KEYWORD
+    return P(node.target.id, kind, default=DEFAULT if has_default else P.empty, annotation=ann)
+
+
+@dataclass
+class ClassInfo:
+    methods: dict[str, MethodFacts]
+    fields: list[P] | None  # dataclass fields, None for other classes
+    external: list[str]
+
+
+class ClassReader:
+    """Class surfaces from ``ast``: follows bases in the package (memoised per class: a
+    diamond or a doubling hierarchy is read once per class, within ``budgets.classes``)."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._done: dict[tuple[str, str], ClassInfo] = {}
+        self._active: set[tuple[str, str]] = set()
+
+    def in_package(self, dotted: str) -> bool:
+        return dotted == self.index.package or dotted.startswith(self.index.package + ".")
+
+    def resolve(
+        self, module: Module, name: str, depth: int = 0
+    ) -> tuple[Module, ast.ClassDef] | None:
+        """Find class ``name`` as seen from ``module`` (defined there or imported from the same
+        package), following re-exports."""
+        if depth > 20:
+            return None
+        if name in module.classes:
+            return module, module.classes[name]
+        origin = module.imports.get(name)
+        if origin is None:
+            return None
+        source, attr = origin
+        if attr is None or not self.in_package(source):
+            return None
+        target = self.index.module_by_dotted(source)
+        if target is None:  # ``from pkg import submodule``: not a class
+            return None
+        return self.resolve(target, attr, depth + 1)
+
+    def _resolve_base(self, module: Module, expr: ast.expr) -> tuple[Module, ast.ClassDef] | None:
+        if isinstance(expr, ast.Subscript):
+            expr = expr.value
+        if isinstance(expr, ast.Name):
+            return self.resolve(module, expr.id)
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            origin = module.imports.get(expr.value.id)
+            if origin is None:
+                return None
+            source, attr = origin
+            dotted = source if attr is None else f"{source}.{attr}"
+            if not self.in_package(dotted):
+                return None
+            target = self.index.module_by_dotted(dotted)
+            return None if target is None else self.resolve(target, expr.attr)
+        return None
+
+    def info(self, module: Module, cls: ast.ClassDef) -> ClassInfo:
+        key = (module.relpath, cls.name)
+        done = self._done.get(key)
+        if done is not None:
+            return done
+        if key in self._active:  # a cycle through re-exports: stop
+            return ClassInfo({}, None, [])
+        self.index.tree.meter.spend("classes", 1, f"{self.index.tree.description}: {cls.name}")
+        self._active.add(key)
+        try:
+            info = self._compute(module, cls)
+        finally:
+            self._active.discard(key)
+        self._done[key] = info
+        return info
+
+    def _compute(self, module: Module, cls: ast.ClassDef) -> ClassInfo:
+        methods: dict[str, MethodFacts] = {}
+        fields: list[P] = []
+        external: dict[str, None] = {}
+        base_is_dataclass = False
+        for base in reversed(cls.bases):
+            found = self._resolve_base(module, base)
+            if found is None:
+                text = ast.unparse(base)
+                if text not in _IGNORED_BASES and not text.startswith(("Generic[", "Protocol[")):
+                    external = {text: None, **external}
+                continue
+            binfo = self.info(*found)
+            methods.update(binfo.methods)
+            external = {**dict.fromkeys(binfo.external), **external}
+            if binfo.fields is not None:
+                base_is_dataclass = True
+                names = {p.name for p in binfo.fields}
+                fields = [p for p in fields if p.name not in names] + binfo.fields
+        own: dict[str, MethodFacts | None] = {}
+        own_fields: list[P] = []
+        kw_only = _dataclass_kw_only(cls)
+        for node in top_level(cls.body):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                decorators = {_tail(d) for d in node.decorator_list}
+                if "overload" in decorators:
+                    continue
+                if decorators & _PROPERTIES:
+                    own[node.name] = MethodFacts(None, kind="property")
+                    continue
+                if decorators & _ACCESSORS:  # @x.setter keeps x a property
+                    continue
+                own[node.name] = function_facts(node, drop_first="staticmethod" not in decorators)
+            elif isinstance(node, ast.AnnAssign):
+                if ast.unparse(node.annotation).endswith("KW_ONLY"):
+                    kw_only = True
+                    continue
+                param = _dataclass_field(node, kw_only)
+                if param is not None:
+                    own_fields.append(param)
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        own[target.id] = None  # a plain attribute shadows an inherited method
+        for name, facts in own.items():
+            if facts is None:
+                methods.pop(name, None)
+            else:
+                methods[name] = facts
+        is_dataclass = _is_dataclass(cls)
+        if is_dataclass:
+            names = {p.name for p in own_fields}
+            fields = [p for p in fields if p.name not in names] + own_fields
+            if "__init__" not in own:
+                try:
+                    signature = make_signature(fields)
+                except ValueError as exc:  # a required field after a defaulted one
+                    raise InvalidSourceError(
+                        f"{module.relpath}: dataclass {cls.name}: {exc}"
+                    ) from None
+                methods["__init__"] = MethodFacts(signature, dataclass=True)
+        return ClassInfo(
+            methods, fields if (is_dataclass or base_is_dataclass) else None, list(external)
+        )

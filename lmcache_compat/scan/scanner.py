@@ -1,0 +1,140 @@
+"""Static scanning: what a release offers, read with ``ast`` and never imported.
+
+:func:`scan` opens a wheel, an sdist, a source directory or the installed distribution
+(:mod:`lmcache_compat.scan.sources`), finds each class LMCache integrations call where
+:mod:`lmcache_compat.upstream.locations` says it lives, or by name anywhere in the package
+(:mod:`lmcache_compat.upstream.resolve`), follows base classes defined in the same package, and
+reports
+each class's module, its public methods (plus ``__init__``; a dataclass without one gets the
+``__init__`` its fields generate) and the catalog's capabilities, decided by the same rule as the
+live probe (:func:`lmcache_compat.core.surface.release_capabilities`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from lmcache_compat.core.signatures import MethodFacts, to_json
+from lmcache_compat.core.surface import release_capabilities, render_surface
+from lmcache_compat.errors import InvalidSourceError, NotLMCacheError
+from lmcache_compat.scan.budgets import Meter
+from lmcache_compat.scan.classreader import ClassReader, Index
+from lmcache_compat.scan.sources import SourceTree, open_source
+from lmcache_compat.upstream import locations as loc
+
+__all__ = ["ScanResult", "scan", "scan_tree"]
+
+
+@dataclass
+class ScanResult:
+    """What one scan found. :meth:`to_json` is the ``scan --json`` object."""
+
+    source: str
+    project: str | None
+    version: str | None
+    package: str
+    classes: dict[str, dict[str, MethodFacts]]
+    #: class -> the dotted module that defines it, and how it was found ("known" or "search").
+    modules: dict[str, str] = field(default_factory=dict)
+    found_by: dict[str, str] = field(default_factory=dict)
+    missing_classes: list[str] = field(default_factory=list)
+    external_bases: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def lmcache_version(self) -> str | None:
+        return self.version if self.package == loc.LMCACHE else None
+
+    @property
+    def capabilities(self) -> dict[str, bool]:
+        """Every catalog capability -> whether the scanned classes carry it."""
+        return release_capabilities(self.classes)
+
+    def surfaces(self) -> dict[str, dict[str, list[str]]]:
+        return {cls: render_surface(methods) for cls, methods in sorted(self.classes.items())}
+
+    def properties(self) -> dict[str, list[str]]:
+        """Per class, its public properties (present; a probe never evaluates them)."""
+        out = {
+            cls: sorted(n for n, f in methods.items() if f.kind == "property")
+            for cls, methods in sorted(self.classes.items())
+        }
+        return {cls: names for cls, names in out.items() if names}
+
+    def details(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Per method, what ``surfaces`` leaves out: parameters with defaults, annotations and
+        the return annotation (source text), dataclass-generated ``__init__``."""
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for cls, methods in sorted(self.classes.items()):
+            for name, facts in sorted(methods.items()):
+                if facts.kind != "method":
+                    continue
+                _, entry = to_json(facts)
+                if entry:
+                    out.setdefault(cls, {})[name] = entry
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"lmcache_version": self.lmcache_version, "source": self.source}
+        if self.package != loc.LMCACHE:
+            data[f"{self.package}_version"] = self.version
+        data["capabilities"] = self.capabilities
+        data["modules"] = dict(sorted(self.modules.items()))
+        data["found_by"] = dict(sorted(self.found_by.items()))
+        data["surfaces"] = self.surfaces()
+        data["properties"] = self.properties()
+        data["details"] = self.details()
+        data["missing_classes"] = sorted(self.missing_classes)
+        data["external_bases"] = {k: v for k, v in sorted(self.external_bases.items()) if v}
+        return data
+
+
+def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCANNED) -> ScanResult:
+    """Scan an opened :class:`SourceTree` for ``places`` (default: LMCache's classes)."""
+    from lmcache_compat.upstream.resolve import locate_all
+
+    index = Index(tree)
+    reader = ClassReader(index)
+    result = ScanResult(tree.description, tree.project, tree.version, tree.package, {})
+    try:
+        located = locate_all(index, reader, places)
+        for place in places:
+            found = located.get(place.name)
+            if found is None:
+                result.missing_classes.append(place.name)
+                continue
+            module, node, how = found
+            info = reader.info(module, node)
+            result.classes[place.name] = {
+                name: facts
+                for name, facts in info.methods.items()
+                if not name.startswith("_") or name == "__init__"
+            }
+            result.modules[place.name] = module.dotted
+            result.found_by[place.name] = how
+            if info.external:
+                result.external_bases[place.name] = info.external
+    except RecursionError:
+        raise InvalidSourceError(f"{tree.description}: classes nest too deeply to read") from None
+    if not result.classes:
+        raise NotLMCacheError(
+            f"{tree.description}: none of the modules that define "
+            f"{', '.join(p.name for p in places)} exist, nor is any of them defined anywhere "
+            f"in its {tree.package}/ package (is this an LMCache release?)"
+        )
+    return result
+
+
+def scan(
+    target: str | os.PathLike[str] | None = None,
+    *,
+    vllm_native: bool = False,
+    meter: Meter | None = None,
+) -> ScanResult:
+    """Scan a release without importing it: ``target`` is a ``.whl``, a ``.tar.gz``, a source
+    directory or ``None`` (the installed distribution). ``vllm_native`` scans vLLM's vendored
+    copy instead (in the installed vLLM, or in the vLLM wheel/directory given)."""
+    places = loc.NATIVE_SCANNED if vllm_native else loc.LMCACHE_SCANNED
+    with open_source(target, places[0].package, meter) as tree:
+        return scan_tree(tree, places)

@@ -1,0 +1,334 @@
+"""Reading a release's Python sources without running any of its code, within budgets.
+
+A :class:`SourceTree` gives the bytes of ``package/...py`` files of a wheel, an sdist, an
+unpacked source tree or an installed distribution, **on demand** (a wheel's members are read
+only when the scan asks for them; an sdist's gzip stream is read through once), and lists the
+package's Python files for a search by class name. Nothing is extracted to disk.
+
+Every read is bounded (:mod:`lmcache_compat.scan.budgets`; the README states the numbers): per
+file, per scan, per archive; exceeding one is an error naming it.
+Every filesystem condition is one line: a target or member that is not a regular file (a
+directory, a FIFO, a device) is never opened; permission errors, escaping names, links and
+overlapping zip entries make the archive or tree unreadable. The installed distribution is the
+exception for links: installers may link files into their own cache (``UV_LINK_MODE=symlink``).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from email.parser import HeaderParser
+from pathlib import Path
+
+from lmcache_compat.errors import (
+    BudgetExceededError,
+    NotLMCacheError,
+    SourceNotFoundError,
+    UnreadableArchiveError,
+)
+from lmcache_compat.scan.budgets import BUDGETS, Budgets, Meter, over
+
+__all__ = [
+    "BUDGETS",
+    "Budgets",
+    "Meter",
+    "SourceTree",
+    "directory_tree",
+    "open_source",
+    "parse_metadata",
+    "read_regular_file",
+    "require_project",
+]
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def _describe_mode(mode: int) -> str:
+    for test, word in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def read_regular_file(path: Path, limit: int, what: str, where: str | None = None) -> bytes:
+    """The bytes of a regular file, at most ``limit`` (over it: a budget error), never blocking
+    on a FIFO or a device; every OS error is one line."""
+    where = where or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except PermissionError:
+        raise UnreadableArchiveError(f"{where}: permission denied") from None
+    except OSError as exc:
+        raise UnreadableArchiveError(f"{where}: cannot open ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnreadableArchiveError(f"{where}: {_describe_mode(mode)}, not a file")
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise over(where, what, limit, f"{size} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise UnreadableArchiveError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise over(where, what, limit, "the file grew while it was read")
+    return data
+
+
+def parse_metadata(raw: bytes) -> tuple[str | None, str | None]:
+    headers = HeaderParser().parsestr(raw.decode("utf-8", "replace"))
+    return headers.get("Name"), headers.get("Version")
+
+
+class SourceTree:
+    """Python files of one package, by POSIX path relative to the tree's root
+    (``lmcache/integration/vllm/vllm_v1_adapter.py``). Use as a context manager (or call
+    :meth:`close`): an open wheel keeps its file open until then."""
+
+    def __init__(
+        self,
+        description: str,
+        project: str | None,
+        version: str | None,
+        package: str,
+        meter: Meter,
+    ) -> None:
+        self.description = description
+        self.project = project
+        self.version = version
+        self.package = package
+        self.meter = meter
+
+    def read(self, relpath: str, limit: int | None = None) -> bytes | None:
+        """The file's bytes (``None``: no such file), counted against the scan's budgets. With
+        ``limit``, a file longer than that is not returned: ``b""`` (the search by class name
+        skips what could never be parsed)."""
+        data = self._read(relpath, limit)
+        if data is not None:
+            self.meter.spend("total_bytes", len(data), f"{self.description}: {relpath}")
+            if limit is not None and len(data) > limit:
+                return b""
+        return data
+
+    def python_files(self) -> Iterator[str]:
+        """Every ``.py`` file of the package (at most ``budgets.files``)."""
+        limit = self.meter.budgets.files
+        for count, name in enumerate(self._python_files()):
+            if count >= limit:
+                raise over(self.description, "files", limit, "too many Python files listed")
+            yield name
+
+    def _read(self, relpath: str, limit: int | None) -> bytes | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def _python_files(self) -> Iterator[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the archive (nothing to do for directories)."""
+
+    def __enter__(self) -> SourceTree:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _DirTree(SourceTree):
+    """A directory on disk (a source tree, or the installed distribution's site-packages)."""
+
+    def __init__(self, *args: object, root: Path, follow_links: bool) -> None:
+        super().__init__(*args)  # type: ignore[arg-type]
+        self.root = root
+        self._real_root = root.resolve()
+        self._follow_links = follow_links
+
+    def _path(self, relpath: str) -> Path | None:
+        path = self.root.joinpath(*relpath.split("/"))
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            return None
+        except PermissionError:
+            raise UnreadableArchiveError(f"{self.root}: {relpath}: permission denied") from None
+        except OSError as exc:
+            raise UnreadableArchiveError(f"{self.root}: {relpath}: {exc.strerror}") from None
+        if not self._follow_links:
+            real = path.resolve()
+            if self._real_root not in real.parents:
+                raise UnreadableArchiveError(
+                    f"{self.root}: {relpath} resolves to {real}, outside the source tree (symlink)"
+                )
+        elif stat.S_ISLNK(st.st_mode) and not path.exists():
+            return None
+        return path
+
+    def _read(self, relpath: str, limit: int | None) -> bytes | None:
+        path = self._path(relpath)
+        if path is None:
+            return None
+        where = f"{self.root}: {relpath}"
+        if limit is not None:
+            try:
+                return read_regular_file(path, limit, "source_bytes", where)
+            except BudgetExceededError:
+                return b""  # too big to parse: a search skips it
+        return read_regular_file(path, self.meter.budgets.member_bytes, "member_bytes", where)
+
+    def _python_files(self) -> Iterator[str]:
+        top = self.root / self.package
+        stack = [top]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except PermissionError:
+                raise UnreadableArchiveError(f"{folder}: permission denied") from None
+            except OSError as exc:
+                raise UnreadableArchiveError(f"{folder}: {exc.strerror}") from None
+            for entry in entries:
+                rel = os.path.relpath(entry.path, self.root).replace(os.sep, "/")
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.name.endswith(".py"):
+                    yield rel
+
+
+# --- opening targets ------------------------------------------------------------------------------
+
+
+def require_project(where: str, project: str | None, package: str, *, has_package: bool) -> None:
+    if project is not None and _canonical(project) != _canonical(package):
+        raise NotLMCacheError(f"{where}: a release of {project!r}, not of {package!r}")
+    if not has_package:
+        raise NotLMCacheError(f"{where}: no {package}/ Python package inside")
+
+
+def _metadata_of_dir(root: Path, package: str, meter: Meter) -> tuple[str | None, str | None]:
+    """``(project, version)`` from ``root/PKG-INFO`` or a ``*.dist-info/METADATA`` of
+    ``package`` in ``root``; metadata that is a link out of the tree or not a file is refused."""
+    limit = meter.budgets.metadata_bytes
+    candidates = [root / "PKG-INFO"]
+    try:
+        candidates += sorted(root.glob("*.dist-info/METADATA"))
+    except OSError as exc:
+        raise UnreadableArchiveError(f"{root}: {exc.strerror or exc}") from None
+    real_root = root.resolve()
+    for meta in candidates:
+        if not os.path.lexists(meta):
+            continue
+        if real_root not in meta.resolve().parents:
+            raise UnreadableArchiveError(f"{meta}: a link out of the source tree")
+        project, version = parse_metadata(read_regular_file(meta, limit, "metadata_bytes"))
+        if meta.name == "PKG-INFO" or (project and _canonical(project) == _canonical(package)):
+            return project, version
+    return None, None
+
+
+def _open_dir(path: Path, package: str, meter: Meter) -> SourceTree:
+    root = path
+    init = root / package / "__init__.py"
+    if not init.is_file():
+        if path.name == package and (path / "__init__.py").is_file():
+            root = path.parent
+        else:
+            raise NotLMCacheError(f"{path}: no {package}/__init__.py in this directory")
+    project, version = _metadata_of_dir(root, package, meter)
+    return _DirTree(
+        f"directory {path}", project, version, package, meter, root=root, follow_links=False
+    )
+
+
+def _open_installed(package: str, meter: Meter) -> SourceTree:
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(package)
+        version = dist.version
+    except metadata.PackageNotFoundError:
+        import sys
+
+        raise SourceNotFoundError(
+            f"{package} is not installed in this environment ({sys.executable}); "
+            "pass a wheel, an sdist or a source directory to scan instead"
+        ) from None
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise UnreadableArchiveError(
+            f"the installed {package}'s metadata cannot be read ({type(exc).__name__}: {exc})"
+        ) from None
+    init = Path(str(dist.locate_file(f"{package}/__init__.py")))
+    if not init.is_file():
+        raise SourceNotFoundError(
+            f"the installed {package} {version} has no {package}/__init__.py beside its "
+            "metadata (an editable install?); pass its source directory to scan instead"
+        )
+    return _DirTree(
+        f"installed {package} {version} ({init.parent})",
+        package,
+        version,
+        package,
+        meter,
+        root=init.parent.parent,
+        follow_links=True,
+    )
+
+
+def directory_tree(root: Path, package: str, meter: Meter) -> SourceTree:
+    """The importable ``package`` under ``root`` (e.g. site-packages), links followed (an
+    installer may link files into its cache)."""
+    return _DirTree(
+        f"{package} at {root / package}",
+        package,
+        None,
+        package,
+        meter,
+        root=root,
+        follow_links=True,
+    )
+
+
+def open_source(
+    target: str | os.PathLike[str] | None,
+    package: str = "lmcache",
+    meter: Meter | None = None,
+) -> SourceTree:
+    """Open ``target`` (a ``.whl``, a ``.tar.gz``, a directory, or ``None`` for the installed
+    distribution) as the source tree of ``package``."""
+    meter = meter or Meter()
+    if target is None:
+        return _open_installed(package, meter)
+    path = Path(target)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise SourceNotFoundError(f"{path}: no such file or directory") from None
+    except PermissionError:
+        raise UnreadableArchiveError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise UnreadableArchiveError(f"{path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(st.st_mode):
+        return _open_dir(path, package, meter)
+    name = path.name.lower()
+    if not stat.S_ISREG(st.st_mode):
+        raise UnreadableArchiveError(f"{path}: {_describe_mode(st.st_mode)}, not an archive")
+    from lmcache_compat.scan.archives import open_sdist, open_wheel
+
+    if name.endswith((".whl", ".zip")):
+        return open_wheel(path, package, meter)
+    if name.endswith((".tar.gz", ".tgz")):
+        return open_sdist(path, package, meter)
+    raise UnreadableArchiveError(f"{path}: not a wheel (.whl), an sdist (.tar.gz) or a directory")

@@ -1,0 +1,206 @@
+"""Where upstream code lives: every LMCache and vLLM class (and function) lmcache-compat touches.
+
+Each :class:`Place` names one upstream symbol, the distribution that ships it and the dotted
+modules it is known to live in, **newest first**. The scanner, the connector, the MP adapters,
+``get_or_create_engine`` and ``doctor`` all find upstream code through these entries and
+:mod:`lmcache_compat.upstream.resolve`; no other module of lmcache-compat spells an upstream module
+path
+(``tests/test_locations.py`` proves it).
+
+A known path is a hint, not a requirement: when a release moves a class to a module listed
+nowhere here (LMCache 0.5.7rc2 moved the in-process code under ``lmcache.inprocess`` and left
+nothing behind), :func:`lmcache_compat.upstream.resolve.locate` finds it by class name anywhere in
+the
+package and says where. Add the new path here when a release is added to the shipped matrix
+(``tests/test_locations.py`` fails until every module the matrix records is listed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "BLOCK_REMOVED",
+    "BLOCK_STORED",
+    "CACHE_REMOVE_EVENT",
+    "CACHE_STORE_EVENT",
+    "CONNECTOR_IMPL",
+    "ENGINE",
+    "ENGINE_BUILDER",
+    "KV_CONNECTOR_BASE",
+    "KV_CONNECTOR_FACTORY",
+    "KV_CONNECTOR_KV_EVENTS",
+    "KV_CONNECTOR_OUTPUT",
+    "KV_EVENT_AGGREGATOR",
+    "LMCACHE",
+    "LMCACHE_SCANNED",
+    "LOAD_STORE_OP",
+    "MP_SCHEDULER",
+    "MP_WORKER",
+    "NATIVE_CONNECTOR_IMPL",
+    "NATIVE_LOAD_STORE_OP",
+    "NATIVE_MP_SCHEDULER",
+    "NATIVE_MP_WORKER",
+    "NATIVE_PARALLEL_STRATEGY",
+    "NATIVE_SCANNED",
+    "PACK_TOKEN_IDS",
+    "PARALLEL_STRATEGY",
+    "PLACES",
+    "VLLM",
+    "VLLM_LMCACHE_CONNECTOR",
+    "Place",
+    "module_file",
+]
+
+#: Distribution (and top-level package) names.
+LMCACHE = "lmcache"
+VLLM = "vllm"
+
+
+@dataclass(frozen=True)
+class Place:
+    """One upstream symbol and the modules it is known to live in, newest first."""
+
+    name: str
+    package: str
+    modules: tuple[str, ...]
+    kind: Literal["class", "function"] = "class"
+    #: Members that identify the symbol when a search by name finds several candidates
+    #: (roles use the catalog's core methods instead; see :func:`resolve.identifying_members`).
+    core: tuple[str, ...] = field(default=())
+    #: Where a search by name looks when no known path has the symbol (default: the package).
+    under: str | None = None
+
+    @property
+    def search_under(self) -> str:
+        return self.under or self.package
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.modules if m.split(".")[0] != self.package]
+        if not self.modules or bad:
+            raise ValueError(f"{self.name}: modules {bad or '()'} are not in {self.package}")
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The known modules as POSIX paths relative to site-packages."""
+        return tuple(module_file(m) for m in self.modules)
+
+
+def module_file(dotted: str) -> str:
+    """``a.b.c`` -> ``a/b/c.py``."""
+    return dotted.replace(".", "/") + ".py"
+
+
+_ADAPTER = "lmcache.integration.vllm.vllm_multi_process_adapter"
+_NATIVE = "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration."
+#: vLLM is large: a search for its classes stays in the KV-transfer code.
+_KV = "vllm.distributed.kv_transfer"
+
+# --- LMCache ------------------------------------------------------------------------------------
+
+#: The engine object vLLM's ``LMCacheConnectorV1`` keeps as ``_lmcache_engine``.
+#: 0.5.7rc2 moved it under ``lmcache.inprocess`` (nothing left at the old path).
+CONNECTOR_IMPL = Place(
+    "LMCacheConnectorV1Impl",
+    LMCACHE,
+    (
+        "lmcache.inprocess.integration.vllm.vllm_v1_adapter",
+        "lmcache.integration.vllm.vllm_v1_adapter",
+    ),
+)
+#: The multi-process adapters and their argument types (0.3.13 on).
+MP_SCHEDULER = Place("LMCacheMPSchedulerAdapter", LMCACHE, (_ADAPTER,))
+MP_WORKER = Place("LMCacheMPWorkerAdapter", LMCACHE, (_ADAPTER,))
+LOAD_STORE_OP = Place("LoadStoreOp", LMCACHE, (_ADAPTER,), core=("block_ids",))
+PARALLEL_STRATEGY = Place("ParallelStrategy", LMCACHE, (_ADAPTER,), core=("tp_size",))
+#: The core engine and its builder. 0.3.1-0.3.10.post2 also define unrelated classes of these
+#: names in ``lmcache/cache_engine.py`` (the v0 engine): only the paths below count.
+ENGINE = Place(
+    "LMCacheEngine", LMCACHE, ("lmcache.inprocess.v1.cache_engine", "lmcache.v1.cache_engine")
+)
+ENGINE_BUILDER = Place(
+    "LMCacheEngineBuilder",
+    LMCACHE,
+    ("lmcache.inprocess.v1.cache_engine", "lmcache.v1.cache_engine"),
+    core=("get_or_create",),
+)
+#: KV cache event classes (0.3.10.post2; ``CacheRemoveEvent`` 0.5.6).
+CACHE_STORE_EVENT = Place("CacheStoreEvent", LMCACHE, ("lmcache.utils",), core=("block_hashes",))
+CACHE_REMOVE_EVENT = Place("CacheRemoveEvent", LMCACHE, ("lmcache.utils",), core=("block_hashes",))
+#: The codec of packed token ids (0.5.7rc2: big-endian uint32 words).
+PACK_TOKEN_IDS = Place(
+    "pack_token_ids", LMCACHE, ("lmcache.v1.multiprocess.token_codec",), kind="function"
+)
+
+# --- vLLM's vendored copy of LMCache's adapter (``use_native=True``) ----------------------------
+
+NATIVE_CONNECTOR_IMPL = Place(
+    "LMCacheConnectorV1Impl", VLLM, (_NATIVE + "vllm_v1_adapter",), under=_KV
+)
+NATIVE_MP_SCHEDULER = Place(
+    "LMCacheMPSchedulerAdapter", VLLM, (_NATIVE + "multi_process_adapter",), under=_KV
+)
+NATIVE_MP_WORKER = Place(
+    "LMCacheMPWorkerAdapter", VLLM, (_NATIVE + "multi_process_adapter",), under=_KV
+)
+NATIVE_LOAD_STORE_OP = Place(
+    "LoadStoreOp", VLLM, (_NATIVE + "multi_process_adapter",), core=("block_ids",), under=_KV
+)
+NATIVE_PARALLEL_STRATEGY = Place(
+    "ParallelStrategy", VLLM, (_NATIVE + "multi_process_adapter",), core=("tp_size",), under=_KV
+)
+
+# --- vLLM ---------------------------------------------------------------------------------------
+
+KV_CONNECTOR_BASE = Place("KVConnectorBase_V1", VLLM, (_KV + ".kv_connector.v1.base",), under=_KV)
+KV_CONNECTOR_FACTORY = Place(
+    "KVConnectorFactory", VLLM, (_KV + ".kv_connector.factory",), under=_KV
+)
+#: vLLM's in-tree connector over LMCache (what ``LMCacheCompatConnector`` replaces).
+VLLM_LMCACHE_CONNECTOR = Place(
+    "LMCacheConnectorV1", VLLM, (_KV + ".kv_connector.v1.lmcache_connector",), under=_KV
+)
+_EVENTS = "vllm.distributed.kv_events"
+BLOCK_STORED = Place("BlockStored", VLLM, (_EVENTS,), under=_EVENTS)
+BLOCK_REMOVED = Place("BlockRemoved", VLLM, (_EVENTS,), under=_EVENTS)
+#: The connector KV-event path (vLLM 0.13.0 on).
+KV_CONNECTOR_KV_EVENTS = Place("KVConnectorKVEvents", VLLM, (_EVENTS,), under=_EVENTS)
+KV_EVENT_AGGREGATOR = Place("KVEventAggregator", VLLM, (_EVENTS,), under=_EVENTS)
+#: Carries ``invalid_block_ids`` (failed KV loads) from the worker to the scheduler (0.11.2 on).
+KV_CONNECTOR_OUTPUT = Place("KVConnectorOutput", VLLM, ("vllm.v1.outputs",), under="vllm.v1")
+
+#: What ``scan`` reports for an LMCache release, and for vLLM's vendored copy.
+LMCACHE_SCANNED: tuple[Place, ...] = (
+    CONNECTOR_IMPL,
+    MP_SCHEDULER,
+    MP_WORKER,
+    LOAD_STORE_OP,
+    PARALLEL_STRATEGY,
+    ENGINE,
+    ENGINE_BUILDER,
+)
+NATIVE_SCANNED: tuple[Place, ...] = (
+    NATIVE_CONNECTOR_IMPL,
+    NATIVE_MP_SCHEDULER,
+    NATIVE_MP_WORKER,
+    NATIVE_LOAD_STORE_OP,
+    NATIVE_PARALLEL_STRATEGY,
+)
+
+#: Every place, for tests and tools.
+PLACES: tuple[Place, ...] = (
+    *LMCACHE_SCANNED,
+    CACHE_STORE_EVENT,
+    CACHE_REMOVE_EVENT,
+    PACK_TOKEN_IDS,
+    *NATIVE_SCANNED,
+    KV_CONNECTOR_BASE,
+    KV_CONNECTOR_FACTORY,
+    VLLM_LMCACHE_CONNECTOR,
+    BLOCK_STORED,
+    BLOCK_REMOVED,
+    KV_CONNECTOR_KV_EVENTS,
+    KV_EVENT_AGGREGATOR,
+    KV_CONNECTOR_OUTPUT,
+)

@@ -1,0 +1,229 @@
+"""Finding upstream classes: at a known path, else by name anywhere in the package.
+
+:func:`locate_all` is the static rule (the scanner's): for each :class:`~lmcache_compat.
+locations.Place`, its known modules first (newest first, following re-exports within the
+package); otherwise every Python file of the package that defines a class of that name is a
+candidate, and the candidate whose members include the role's core methods
+(:func:`identifying_members`) is taken. Several matching candidates are refused
+(:class:`~lmcache_compat.errors.AmbiguousLocationError` names them): guessing would bind a
+connector to the wrong class.
+
+:func:`find` is the same rule at run time: the installed package's files are read (nothing is
+imported while looking), then only the module that defines the symbol is imported. A release
+that moves a class (LMCache 0.5.7rc2 moved ``LMCacheConnectorV1Impl`` under
+``lmcache.inprocess``) therefore needs no code change.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lmcache_compat.core.catalog import ROLE_CORE_METHODS
+from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNotFoundError
+from lmcache_compat.upstream.locations import Place, module_file
+
+if TYPE_CHECKING:
+    from lmcache_compat.scan.classreader import ClassReader, Index, Module
+
+__all__ = [
+    "clear_find_cache",
+    "find",
+    "identifying_members",
+    "locate_all",
+    "static_members",
+    "where",
+]
+
+Located = tuple["Module", ast.ClassDef, str]
+
+
+def identifying_members(place: Place) -> tuple[str, ...]:
+    """The members a definition must have to be ``place`` (a role's core methods, else the
+    place's own ``core``)."""
+    core = ROLE_CORE_METHODS.get(place.name)
+    return tuple(core) if core is not None else place.core
+
+
+def _under(relpath: str, dotted: str) -> bool:
+    """Whether the file ``relpath`` is the module ``dotted`` or inside the package ``dotted``."""
+    base = dotted.replace(".", "/")
+    return relpath.startswith(base + "/") or relpath == base + ".py"
+
+
+def _known(index: Index, reader: ClassReader, place: Place) -> Located | None:
+    for dotted in place.modules:
+        module = index.module(module_file(dotted))
+        if module is None:
+            module = index.module(module_file(dotted + ".__init__"))
+        if module is None:
+            continue
+        hit = reader.resolve(module, place.name)
+        if hit is not None:
+            return (*hit, "known")
+    return None
+
+
+def _matches(reader: ClassReader, module: Module, node: ast.ClassDef, place: Place) -> bool:
+    wanted = identifying_members(place)
+    if not wanted:
+        return True
+    info = reader.info(module, node)
+    members = set(info.methods) | {p.name for p in info.fields or ()}
+    return all(name in members for name in wanted)
+
+
+def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> dict[str, Located]:
+    """``class name -> (module, class node, "known" | "search")`` for each place found."""
+    found: dict[str, Located] = {}
+    missing: list[Place] = []
+    for place in places:
+        if place.kind != "class":
+            continue
+        hit = _known(index, reader, place)
+        if hit is None:
+            missing.append(place)
+        else:
+            found[place.name] = hit
+    if not missing:
+        return found
+    names = sorted({p.name for p in missing})
+    pattern = re.compile(
+        rb"^[ \t]*class[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b",
+        re.MULTILINE,
+    )
+    candidates: dict[str, list[tuple[Module, ast.ClassDef]]] = {n: [] for n in names}
+    roots = {p.search_under for p in missing}
+    for relpath in index.tree.python_files():
+        if not any(_under(relpath, r) for r in roots):
+            continue
+        data = index.tree.read(relpath, limit=index.tree.meter.budgets.source_bytes)
+        if not data or not pattern.search(data):  # a file too big to parse is skipped
+            continue
+        module = index.module(relpath)
+        if module is None:
+            continue
+        for name in names:
+            node = module.classes.get(name)
+            if node is not None:
+                candidates[name].append((module, node))
+    for place in missing:
+        matching = [
+            (m, n)
+            for m, n in candidates[place.name]
+            if _under(m.relpath, place.search_under) and _matches(reader, m, n, place)
+        ]
+        if len(matching) > 1:
+            raise AmbiguousLocationError(
+                f"{index.tree.description}: {place.name} is at none of its known paths "
+                f"({', '.join(place.modules)}) and several modules define a matching class: "
+                f"{', '.join(m.dotted for m, _ in matching)}; none was chosen"
+            )
+        if matching:
+            module, node = matching[0]
+            found[place.name] = (module, node, "search")
+    return found
+
+
+# --- run time -------------------------------------------------------------------------------------
+
+
+def _package_root(package: str) -> Path | None:
+    """The directory that holds the importable ``package`` (found without importing it)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+@functools.cache
+def where(place: Place) -> tuple[str, str]:
+    """``(dotted module, "known" | "search")`` of ``place`` in the importable package, read
+    from its files (nothing imported). Cached; :func:`clear_find_cache` forgets."""
+    from lmcache_compat.scan.budgets import Meter
+    from lmcache_compat.scan.classreader import ClassReader, Index
+    from lmcache_compat.scan.sources import directory_tree
+
+    root = _package_root(place.package)
+    if root is None:
+        raise UpstreamNotFoundError(
+            f"cannot find {place.name}: {place.package} is not installed "
+            f"(HINT: pip install {place.package})"
+        )
+    with directory_tree(root, place.package, Meter()) as tree:
+        index = Index(tree)
+        if place.kind == "function":
+            for dotted in place.modules:
+                module = index.module(module_file(dotted))
+                if module is not None and place.name in module.functions:
+                    return dotted, "known"
+            raise _not_found(place, root)
+        try:
+            hit = locate_all(index, ClassReader(index), (place,)).get(place.name)
+        except AmbiguousLocationError:
+            raise
+        except ScanError as exc:
+            raise UpstreamNotFoundError(f"cannot find {place.name}: {exc}") from None
+    if hit is None:
+        raise _not_found(place, root)
+    return hit[0].dotted, hit[2]
+
+
+def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
+    from lmcache_compat.versions import version_or_none
+
+    version = version_or_none(place.package) or "unknown version"
+    return UpstreamNotFoundError(
+        f"{place.name} is not defined in the installed {place.package} ({version}, "
+        f"{root / place.package}): not at its known paths ({', '.join(place.modules)}) nor "
+        f"anywhere under {place.search_under}. This release does not ship it.\n"
+        f"HINT: pip install -U lmcache-compat (a newer one may know this release), or run "
+        f"'lmcache-compat doctor' to see what the installed {place.package} offers"
+    )
+
+
+@functools.cache
+def static_members(place: Place) -> frozenset[str]:
+    """The member names of class ``place`` in the importable package (bases in the package
+    included), read from its files: nothing imported. Cached with :func:`where`."""
+    from lmcache_compat.scan.budgets import Meter
+    from lmcache_compat.scan.classreader import ClassReader, Index
+    from lmcache_compat.scan.sources import directory_tree
+
+    dotted, _ = where(place)
+    root = _package_root(place.package)
+    assert root is not None  # where() found it
+    with directory_tree(root, place.package, Meter()) as tree:
+        index = Index(tree)
+        reader = ClassReader(index)
+        module = index.module_by_dotted(dotted)
+        hit = None if module is None else reader.resolve(module, place.name)
+        if hit is None:
+            raise _not_found(place, root)
+        return frozenset(reader.info(*hit).methods)
+
+
+def find(place: Place) -> Any:
+    """The upstream class (or function) of ``place``: located statically, then only its
+    defining module is imported. Errors importing that module propagate unchanged."""
+    import importlib
+
+    dotted, _ = where(place)
+    module = importlib.import_module(dotted)
+    value = vars(module).get(place.name)
+    if value is None:
+        raise UpstreamNotFoundError(
+            f"{dotted} defines {place.name} in its source, but not once imported"
+        )
+    return value
+
+
+def clear_find_cache() -> None:
+    """Forget where upstream symbols were found (after installing another release in-process)."""
+    where.cache_clear()
+    static_members.cache_clear()

@@ -1,0 +1,55 @@
+"""``LMCacheCompatConnector``: a drop-in vLLM v1 KV connector over any LMCache release.
+
+Configure it like vLLM's own ``LMCacheConnectorV1``::
+
+    --kv-transfer-config '{"kv_connector": "LMCacheCompatConnector",
+                           "kv_connector_module_path": "lmcache_compat.vllm",
+                           "kv_role": "kv_both"}'
+
+or leave out ``kv_connector_module_path``: the ``vllm.general_plugins`` entry point
+(:func:`~lmcache_compat.vllm.plugin.register`) registers the name.
+
+The package's parts: :mod:`~lmcache_compat.vllm.decisions` (what to bind and convert, given the
+adapter's facts and :class:`~lmcache_compat.vllm.facts.VllmFacts`; imports no vLLM),
+:mod:`~lmcache_compat.vllm.facts` (what the running vLLM offers),
+:mod:`~lmcache_compat.vllm.connector` (the thin ``KVConnectorBase_V1`` subclass),
+:mod:`~lmcache_compat.vllm.events` (KV cache events) and :mod:`~lmcache_compat.vllm.plugin`.
+
+Importing this package imports no vLLM: the connector module loads on first use of its names
+(PEP 562), which is how vLLM's factory finds it (``import_module`` then ``getattr``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lmcache_compat.vllm.plugin import CONNECTOR_NAME, register
+
+if TYPE_CHECKING:
+    from lmcache_compat.vllm.connector import LMCacheCompatConnector
+    from lmcache_compat.vllm.events import CompatKVEvents
+    from lmcache_compat.vllm.facts import VllmFacts
+
+__all__ = ["CONNECTOR_NAME", "CompatKVEvents", "LMCacheCompatConnector", "VllmFacts", "register"]
+
+#: Public name -> the module that defines it (imported on first use: it imports vLLM).
+_LAZY = {
+    "LMCacheCompatConnector": "lmcache_compat.vllm.connector",
+    "CompatKVEvents": "lmcache_compat.vllm.events",
+    "VllmFacts": "lmcache_compat.vllm.facts",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lmcache_compat.vllm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
