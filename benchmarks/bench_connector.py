@@ -194,12 +194,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, tmp: Path) -> int:
-    from tests.real.sweep import quiet_env
+    from tests.tiers.real.sweep import quiet_env
 
     os.environ.update(quiet_env(tmp))  # before vLLM is imported: caches stay in tmp
     import logging
 
-    from tests.real.scheduler import harness as h
+    from tests.tiers.real.scheduler import harness as h
 
     config = h.make_vllm_config(tmp, "LMCacheCompatConnector", "lmcache_compat.vllm")
     logging.getLogger("vllm").setLevel(logging.ERROR)  # the base __init__'s warning, twice

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lmcache_compat import EngineAdapter, MPSchedulerAdapter, MPWorkerAdapter
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.generated_fakes import fake_module, instantiate
+from tests.support.generated_fakes import fake_module, instantiate
 
 
 class Quiet:

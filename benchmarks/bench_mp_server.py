@@ -7,8 +7,8 @@ One round trip = ``lookup`` (ours) or ``maybe_submit_lookup_request`` (theirs, w
 release's own token packing where it takes bytes), then ``check_lookup_result`` polled every
 0.1 ms until it is not None, then ``cleanup_lookup_result``; 512 tokens: first misses (nothing stored; on releases
 with a health property our ``check_lookup_result`` also reads ``is_healthy`` for that 0), then
-hits (a CPU worker stored the tokens, where the server has a CPU transfer mode). The server runs on 127.0.0.1 (``tests/mp_server/server.py``) from the release's venv
-(``tests/mp_server/venvs.py``, built with uv if missing). Ratios of medians and of minima.
+hits (a CPU worker stored the tokens, where the server has a CPU transfer mode). The server runs on 127.0.0.1 (``tests/tiers/mp_server/server.py``) from the release's venv
+(``tests/tiers/mp_server/venvs.py``, built with uv if missing). Ratios of medians and of minima.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.mp_server.server import inspect_release, mp_server
-from tests.mp_server.survey import transfer_flags
-from tests.mp_server.tier import L1_SIZE_GB, MQ_TIMEOUT, Budget, run_client
-from tests.mp_server.venvs import ensure_venv
+from tests.tiers.mp_server.server import inspect_release, mp_server
+from tests.tiers.mp_server.survey import transfer_flags
+from tests.tiers.mp_server.tier import L1_SIZE_GB, MQ_TIMEOUT, Budget, run_client
+from tests.tiers.mp_server.venvs import ensure_venv
 
 GOAL = 1.10  # our adapter adds microseconds to a round trip of about a millisecond
 

@@ -198,4 +198,11 @@ class SourceTooLargeError(InvalidSourceError):
 
 class AmbiguousLocationError(ScanError, ImportError):
     """A class is at none of its known paths and several definitions of that name match its
-    role: none is chosen; the message names them."""
+    role: none is chosen; the message and ``candidates`` (their modules) name them."""
+
+    def __init__(self, message: str, candidates: tuple[str, ...] = ()) -> None:
+        self.candidates = tuple(candidates)
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (str(self), self.candidates))

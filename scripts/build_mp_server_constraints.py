@@ -6,10 +6,10 @@ drops the GPU-only packages (``cupy*``, ``nixl*``, ``cufile*``, ``cuda-*``, ``nv
 and the requirements that only an extra asks for, optionally prunes packages that the server
 demonstrably does not import (see ``PRUNED``), pins torch to the CPU build, and resolves the rest
 against PyPI with ``uv pip compile``. The result is written to
-``tests/mp_server/constraints/lmcache-<version>.txt`` with a header that names every deviation
+``tests/tiers/mp_server/constraints/lmcache-<version>.txt`` with a header that names every deviation
 from the release's metadata. Build a venv from it with (uv, ``--no-deps``)::
 
-    python -m tests.mp_server.venvs /tmp/lmcache-compat-mp-venvs <version>
+    python -m tests.tiers.mp_server.venvs /tmp/lmcache-compat-mp-venvs <version>
 
 Usage::
 
@@ -60,7 +60,7 @@ GPU_PATTERNS = (
 #: module of any release 0.3.13 ... 0.5.7rc2 imports them except the ones named (in-process
 #: engine code the MP server does not load); ``python -X importtime`` of the 0.5.6 server
 #: (start, lookup, shutdown) imports none of them; and every release's server starts, serves a
-#: lookup and (0.4.6 on) a CPU store/retrieve without them (tests/mp_server/survey.py).
+#: lookup and (0.4.6 on) a CPU store/retrieve without them (tests/tiers/mp_server/survey.py).
 #: ``--full`` keeps them.
 PRUNED: dict[str, str] = {
     "redis": "only lmcache/v1/storage_backend/connector/redis_connector.py (in-process engine)",
@@ -73,7 +73,7 @@ PRUNED: dict[str, str] = {
 SERVER_MODULES = ("lmcache.v1.multiprocess.server",)
 
 #: Import name -> distribution, for the third-party modules the server's import closure names
-#: (identity when absent). ``None``: a GPU-only module, stubbed in tests/mp_server/stubs.
+#: (identity when absent). ``None``: a GPU-only module, stubbed in tests/tiers/mp_server/stubs.
 IMPORT_TO_DIST: dict[str, str | None] = {
     "yaml": "pyyaml",
     "zmq": "pyzmq",
@@ -316,7 +316,7 @@ def render(plan: Plan, pins: list[str], *, full: bool, exclude_newer: str | None
         where = ", ".join(sorted(plan.closure_imports[module]))
         h.append(
             f"#   note: {where} imports {module!r} at module level and none is installed: the"
-            " server starts with the stand-ins of tests/mp_server/stubs (see its README.md)"
+            " server starts with the stand-ins of tests/tiers/mp_server/stubs (see its README.md)"
         )
     for line in plan.pruned:
         name = canonicalize_name(Requirement(line).name)

@@ -5,7 +5,8 @@ A maintainer command (needs ``uv`` and the package index; not run by CI):
 
     python scripts/build_vllm_constraints.py 0.11.0 0.32.0 0.33.0
 
-writes ``tests/real/constraints/vllm-<version>-cpu.txt`` for each version: ``pkg==version`` lines
+writes ``tests/tiers/real/constraints/vllm-<version>-cpu.txt`` for each version: ``pkg==version``
+lines
 to install with ``pip install --no-deps -r FILE`` on a CPU-only machine. What goes in:
 
 1. vLLM's own ``Requires-Dist``, read from its x86_64 wheel on the index (HTTP range requests:
@@ -52,7 +53,11 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = ROOT / "tests" / "real" / "constraints"
+sys.path.insert(0, str(ROOT))
+
+from tests.support.paths import VLLM_CONSTRAINTS  # noqa: E402
+
+OUT_DIR = VLLM_CONSTRAINTS
 DEFAULT_INDEX = "https://pypi.org/simple"
 DEFAULT_FIND_LINKS = "/opt/wheels"
 #: Far enough in the future that ``--exclude-newer`` never hides the torch wheel we pin.

@@ -12,7 +12,7 @@ script merges those reports into the shipped file:
     python scripts/record_vllm_grid.py --check          # exit 1 if the file would change
 
 Entries of vLLM releases without a report are kept as they are. The file is written in one
-canonical layout (``tests.grid.data.render``: versions in version order, aspects in the order
+canonical layout (``tests.tiers.grid.data.render``: versions in version order, aspects in the order
 of ``lmcache_compat.upstream.grid.ASPECTS``, every other key sorted; a release's imports and each
 cell
 on one line), so a re-recording only changes what was measured differently.
@@ -31,11 +31,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.grid.data import FORMAT, RECORDED_BY, differences, render  # noqa: E402
+from tests.tiers.grid.data import FORMAT, RECORDED_BY, differences, render  # noqa: E402
 
 DATA = ROOT / "lmcache_compat" / "upstream" / "data" / "vllm_grid.json"
 REPORTS = ROOT / ".tox" / "grid-reports"
-#: The grid tiers of tox.ini (tests/grid/test_record.py keeps the two equal).
+#: The grid tiers of tox.ini (tests/tiers/grid/test_record.py keeps the two equal).
 TIERS = ("0.11.0", "0.11.2", "0.13.0", "0.14.1", "0.17.1", "0.21.0", "0.27.1", "0.32.0", "0.33.0")
 
 
@@ -44,7 +44,15 @@ def run_tier(version: str) -> None:
     the comparison fails exactly when the measurement changed."""
     started = time.time()
     subprocess.run(
-        ["tox", "-e", f"grid-vllm{version}", "--", "tests/grid/test_grid.py", "-k", "shipped"],
+        [
+            "tox",
+            "-e",
+            f"grid-vllm{version}",
+            "--",
+            "tests/tiers/grid/test_grid.py",
+            "-k",
+            "shipped",
+        ],
         cwd=ROOT,
         check=False,
     )

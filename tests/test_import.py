@@ -29,7 +29,7 @@ def test_import_pulls_in_none_of_the_wrapped_libraries() -> None:
 def test_probe_and_adapter_need_none_of_them_either() -> None:
     code = (
         "import lmcache_compat\n"
-        "from tests.fakes import Fake_0_5_6\n"
+        "from tests.support.fakes import Fake_0_5_6\n"
         "a = lmcache_compat.ConnectorAdapter(Fake_0_5_6())\n"
         "a.get_block_ids_with_load_errors(); a.get_kv_events()\n"
     )

@@ -1,36 +1,63 @@
-"""The argument policy: what happens to an argument the installed release lacks.
+"""The argument policy: what happens to an argument the installed release lacks, and the one
+function that executes it.
 
-One row per fact, keyed (``ARG.cache_salt``); the mappers in
-:mod:`lmcache_compat.mp.scheduler_calls` and
-:mod:`lmcache_compat.engine.calls` read the rows, and the README's table is rendered from them.
-``on_older`` is ``map`` (passed in the release's own form), ``emulate`` (the same result another
-way), ``drop`` (safe to leave out) or ``error`` (:class:`UnsupportedArgumentError` unless the
-caller accepts the downgrade with ``allow={"name"}``). A row tied to a catalog capability takes
-its first release from there; the others name it themselves.
+One row per fact, keyed (``ARG.cache_salt``). ``on_older`` says what happens on a release that
+does not take the argument: ``map`` (passed in the release's own form), ``emulate`` (the same
+result another way), ``drop`` (safe to leave out) or ``error``
+(:class:`~lmcache_compat.errors.UnsupportedArgumentError` unless the caller accepts the
+downgrade with ``allow={"name"}``). A row tied to a catalog capability takes its first release
+and its name from there; the others name them themselves.
+
+:func:`apply` is the policy executed: every mapper (:mod:`lmcache_compat.mp.scheduler_calls`,
+:mod:`lmcache_compat.mp.worker_calls`, :mod:`lmcache_compat.mp.config`,
+:mod:`lmcache_compat.engine.calls`) hands each argument's row to it once, at construction, and
+gets back the step a call runs. Whether a release "takes" an argument is read from meaning, not
+shape: an explicit parameter of that name, positional-or-keyword or keyword-only (``**kwargs``
+never counts: an old release would swallow and ignore it), and the value is passed by keyword.
+``tests/core/test_arguments.py`` drives every row through the generated fakes of the release
+just before its first and checks that what happens is what ``on_older`` says.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from lmcache_compat.core.catalog import Capability
+from lmcache_compat.core.roles import ENGINE, MP_SCHEDULER, MP_WORKER
+from lmcache_compat.core.signatures import MethodFacts
 from lmcache_compat.errors import UnsupportedArgumentError
 
-__all__ = ["ARG", "ARGUMENTS", "Argument", "Downgrades", "render_arguments_markdown"]
+__all__ = [
+    "ARG",
+    "ARGUMENTS",
+    "Allow",
+    "Applied",
+    "Argument",
+    "Downgrades",
+    "apply",
+    "normalise_allow",
+    "render_arguments_markdown",
+]
 
 OnOlder = Literal["map", "emulate", "drop", "error"]
+#: What :func:`apply` decided: the release takes it (``pass``), or ``on_older`` (an ``error``
+#: the caller allowed is ``allowed``: dropped).
+Action = Literal["pass", "map", "emulate", "drop", "error", "allowed"]
+#: A step of a call: put the caller's value (if given) into the call's keyword arguments, or
+#: refuse it.
+Put = Callable[[dict[str, Any], Any], None]
+#: What the caller accepts to lose: argument names, or ``True`` for every one.
+Allow = frozenset[str] | Literal[True]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Argument:
     """One row of the argument table."""
 
     key: str
-    #: The name callers use (and pass to ``allow=``); ``None``: the keyword of the row's
-    #: capability (so the name is written once, in the catalog). Read it as :attr:`argument`.
-    given_name: str | None
+    #: The member(s) of the release the argument goes to (documentation).
     member: str
     on_older: OnOlder
     #: What the table says, and why a refusal refuses.
@@ -38,15 +65,17 @@ class Argument:
     why: str = ""
     capability: Capability | None = None
     first: str | None = None
+    #: The name callers use (and pass to ``allow=``); ``None``: the keyword of the row's
+    #: capability, else the key (so a name is written once). Read it as :attr:`argument`.
+    name: str | None = None
 
     @property
     def argument(self) -> str:
         """The name callers use and pass to ``allow=``, as errors show it."""
-        if self.given_name is not None:
-            return self.given_name
+        if self.name is not None:
+            return self.name
         keyword = self.capability.spec.keyword if self.capability is not None else None
-        assert keyword is not None, f"{self.key}: no name and no keyword capability"
-        return keyword
+        return keyword or self.key
 
     @property
     def since(self) -> str:
@@ -58,7 +87,7 @@ class Argument:
 
 
 _MP_INIT = "LMCacheMP*Adapter.__init__"
-_LOOKUP = "LMCacheMPSchedulerAdapter.maybe_submit_lookup_request"
+_LOOKUP = f"{MP_SCHEDULER.name}.maybe_submit_lookup_request"
 _MP_CALLS = "LMCacheMP*Adapter lookups, lock frees, submits"
 
 
@@ -111,113 +140,252 @@ class _Table:
 C = Capability
 ARG = _Table(
     (
-        Argument("server_urls", None, "LMCacheMPSchedulerAdapter.__init__", "map",
-                 "one URL is passed as the string server_url (never split into characters)",
-                 capability=C.MP_MULTI_SERVER),
-        Argument("several_servers", None, "LMCacheMPSchedulerAdapter.__init__", "error",
-                 "several URLs: one server only; allow={'server_urls'} connects to the first",
-                 "this release talks to one LMCache server", capability=C.MP_MULTI_SERVER),
-        Argument("tp_size", "tp_size", _MP_INIT, "error",
-                 "only with use_mla and tp_size > 1 (it keys MLA caches); otherwise dropped",
-                 "MLA caches are keyed by tp_size from 0.4.1 on", first="0.4.1"),
-        Argument("mq_timeout", "mq_timeout", _MP_INIT, "drop",
-                 "timing only: the release uses its built-in behaviour", first="0.4.2"),
-        Argument("heartbeat_interval", "heartbeat_interval", _MP_INIT, "drop",
-                 "timing only: the release has no heartbeat", first="0.4.2"),
-        Argument("parallel_strategy", None, _MP_INIT, "map",
-                 "world_size/kv_rank are passed (with MLA: divided by tp_size, as vLLM did)",
-                 capability=C.MP_PARALLEL_STRATEGY),
-        Argument("pp_size", "pp_size", "ParallelStrategy", "error",
-                 "only when pp_size > 1: older releases have no pipeline-parallel layout",
-                 "this release has no pipeline-parallel layout",
-                 capability=C.MP_PARALLEL_STRATEGY),
-        Argument("dcp_size", "dcp_size", "ParallelStrategy", "error",
-                 "only when dcp_size > 1: older releases have no decode-context parallelism",
-                 "this release has no decode-context parallelism", first="0.5.5"),
-        Argument("extra_config", "extra_config", _MP_INIT, "error",
-                 "only when non-empty: the configuration would be ignored",
-                 "the configuration would be ignored", first="0.4.6"),
-        Argument("enable_kv_events", "enable_kv_events", "LMCacheMPWorkerAdapter.__init__",
-                 "drop", "events are unavailable; get_kv_events() returns []",
-                 capability=C.MP_KV_EVENTS),
-        Argument("required_chunk_alignment", None, _MP_INIT, "error",
-                 "only when given: the server's chunk size would not be negotiated",
-                 "the server's chunk size would not be negotiated against the alignment",
-                 capability=C.MP_CHUNK_ALIGNMENT),
-        Argument("token_ids", "token_ids", _LOOKUP, "map",
-                 "0.3.13 looks up by block_hashes: the caller's are passed",
-                 capability=C.MP_LOOKUP_BY_TOKEN_IDS),
-        Argument("packed_token_ids", "token_ids", f"{_LOOKUP}, free_lookup_locks, LoadStoreOp",
-                 "map", "packed with the release's own pack_token_ids where it takes bytes; "
-                 "a list of ints before", capability=C.MP_PACKED_TOKEN_IDS),
-        Argument("cache_salt", None, _MP_CALLS, "error",
-                 "only when non-empty: dropping it would mix tenants' caches",
-                 "dropping it would mix tenants' caches", capability=C.MP_CACHE_SALT),
-        Argument("request_configs", None, _MP_CALLS, "error",
-                 "only when non-empty: the per-request configuration would be ignored",
-                 "the configuration would be ignored", capability=C.MP_REQUEST_CONFIGS),
-        Argument("reserve_last_token", None, _LOOKUP, "emulate",
-                 "token_ids[:-1] is looked up: the same aligned range",
-                 capability=C.MP_RESERVE_LAST_TOKEN),
-        Argument("reserve_by_hashes", C.MP_RESERVE_LAST_TOKEN.spec.keyword, _LOOKUP, "error",
-                 "0.3.13 (block-hash lookups): cannot leave out the last token",
-                 "block-hash lookups cannot leave out the last token",
-                 capability=C.MP_LOOKUP_BY_TOKEN_IDS),
-        Argument("start", None, _LOOKUP, "error",
-                 "only when start > 0: the chunks below start would be locked and prefetched "
-                 "too, and their read locks held until the server's TTL",
-                 "the chunks below start would be locked until the server's TTL (free them "
-                 "with free_lookup_locks(token_ids, 0, start, request_id))",
-                 capability=C.MP_LOOKUP_START),
-        Argument("extra_ranges", None, "LMCacheMPSchedulerAdapter.free_lookup_locks",
-                 "emulate", "one free_lookup_locks call per extra range: the same locks freed",
-                 capability=C.MP_FREE_EXTRA_RANGES),
-        Argument("engine_group_infos", None,
-                 "LMCacheMPWorkerAdapter.register_kv_caches", "error",
-                 "only with more than one KV cache group; one group is dropped",
-                 "this release handles one KV cache group only",
-                 capability=C.MP_ENGINE_GROUP_INFOS),
-        Argument("layout_hints", None, "LMCacheMPWorkerAdapter.register_kv_caches",
-                 "drop", "hints only: the release infers the layout",
-                 capability=C.MP_LAYOUT_HINTS),
-        Argument("skip_first_n_tokens", "skip_first_n_tokens", "LoadStoreOp", "error",
-                 "only when non-zero: the skipped tokens would be stored or loaded",
-                 "the skipped tokens would be stored or loaded", first="0.4.1"),
-        Argument("block_ids", "block_ids", "LoadStoreOp", "map",
-                 "one KV cache group: flat list[int] <-> [[...]]; several groups: error",
-                 "this release has one KV cache group only",
-                 capability=C.MP_ENGINE_GROUP_INFOS),
-        Argument("lookup_id", None, "LMCacheEngine.lookup", "map",
-                 "passed as request_id= on 0.3.3; dropped before when pin=False",
-                 capability=C.ENGINE_LOOKUP_ID),
-        Argument("pinned_lookup", C.ENGINE_LOOKUP_ID.spec.keyword,
-                 "LMCacheEngine.lookup(pin=True)", "error",
-                 "before 0.3.3 a lookup cannot be pinned by id",
-                 "a pinned lookup could never be unpinned", first="0.3.3"),
-        Argument("engine_request_configs", None, "LMCacheEngine.lookup/prefetch",
-                 "error", "only when non-empty", "the configuration would be ignored",
-                 capability=C.ENGINE_REQUEST_CONFIGS),
-        Argument("unpin", "unpin", "LMCacheEngine.lookup_unpin", "map",
-                 "lookup_unpin([id]) on 0.3.3-0.3.7; a no-op before 0.3.3 (nothing is pinned "
-                 "by id)", capability=C.ENGINE_SINGLE_UNPIN),
-        Argument("prefetch", "prefetch", "LMCacheEngine.async_lookup_and_prefetch", "map",
-                 "prefetch(tokens) on 0.3.0-0.3.5 (synchronous; lookup_id unused)",
-                 capability=C.ENGINE_ASYNC_PREFETCH),
-        Argument("broadcast_fn", "broadcast_fn", "LMCacheEngineBuilder.get_or_create", "error",
-                 "given to 0.3.0-0.3.3, which cannot broadcast",
-                 "other ranks would not receive the broadcasts", first="0.3.4"),
-        Argument("broadcast_required", "broadcast_fn", "LMCacheEngineBuilder.get_or_create",
-                 "map", "required from 0.3.5: single-process defaults are passed when not given",
-                 first="0.3.5"),
+        Argument(
+            key="server_urls",
+            member=f"{MP_SCHEDULER.name}.__init__",
+            on_older="map",
+            detail="one URL is passed as the string server_url (never split into characters)",
+            capability=C.MP_MULTI_SERVER,
+        ),
+        Argument(
+            key="several_servers",
+            member=f"{MP_SCHEDULER.name}.__init__",
+            on_older="error",
+            detail="several URLs: one server only; allow={'server_urls'} connects to the first",
+            why="this release talks to one LMCache server",
+            capability=C.MP_MULTI_SERVER,
+        ),
+        Argument(
+            key="tp_size",
+            member=_MP_INIT,
+            on_older="error",
+            detail="only with use_mla and tp_size > 1 (it keys MLA caches); otherwise dropped",
+            why="MLA caches are keyed by tp_size from 0.4.1 on",
+            first="0.4.1",
+        ),
+        Argument(
+            key="mq_timeout",
+            member=_MP_INIT,
+            on_older="drop",
+            detail="timing only: the release uses its built-in behaviour",
+            first="0.4.2",
+        ),
+        Argument(
+            key="heartbeat_interval",
+            member=_MP_INIT,
+            on_older="drop",
+            detail="timing only: the release has no heartbeat",
+            first="0.4.2",
+        ),
+        Argument(
+            key="parallel_strategy",
+            member=_MP_INIT,
+            on_older="map",
+            detail="world_size/kv_rank are passed (with MLA: divided by tp_size, as vLLM did)",
+            capability=C.MP_PARALLEL_STRATEGY,
+        ),
+        Argument(
+            key="pp_size",
+            name="pp_size",
+            member="ParallelStrategy",
+            on_older="error",
+            detail="only when pp_size > 1: older releases have no pipeline-parallel layout",
+            why="this release has no pipeline-parallel layout",
+            capability=C.MP_PARALLEL_STRATEGY,
+        ),
+        Argument(
+            key="dcp_size",
+            member="ParallelStrategy",
+            on_older="error",
+            detail="only when dcp_size > 1: older releases have no decode-context parallelism",
+            why="this release has no decode-context parallelism",
+            first="0.5.5",
+        ),
+        Argument(
+            key="extra_config",
+            member=_MP_INIT,
+            on_older="error",
+            detail="only when non-empty: the configuration would be ignored",
+            why="the configuration would be ignored",
+            first="0.4.6",
+        ),
+        Argument(
+            key="enable_kv_events",
+            member=f"{MP_WORKER.name}.__init__",
+            on_older="drop",
+            detail="events are unavailable; get_kv_events() returns []",
+            capability=C.MP_KV_EVENTS,
+        ),
+        Argument(
+            key="required_chunk_alignment",
+            member=_MP_INIT,
+            on_older="error",
+            detail="only when given: the server's chunk size would not be negotiated",
+            why="the server's chunk size would not be negotiated against the alignment",
+            capability=C.MP_CHUNK_ALIGNMENT,
+        ),
+        Argument(
+            key="token_ids",
+            member=_LOOKUP,
+            on_older="map",
+            detail="0.3.13 looks up by block_hashes: the caller's are passed",
+            capability=C.MP_LOOKUP_BY_TOKEN_IDS,
+        ),
+        Argument(
+            key="packed_token_ids",
+            name="token_ids",
+            member=f"{_LOOKUP}, free_lookup_locks, LoadStoreOp",
+            on_older="map",
+            detail="packed with the release's own pack_token_ids where it takes bytes; "
+            "a list of ints before",
+            capability=C.MP_PACKED_TOKEN_IDS,
+        ),
+        Argument(
+            key="cache_salt",
+            member=_MP_CALLS,
+            on_older="error",
+            detail="only when non-empty: dropping it would mix tenants' caches",
+            why="dropping it would mix tenants' caches",
+            capability=C.MP_CACHE_SALT,
+        ),
+        Argument(
+            key="request_configs",
+            member=_MP_CALLS,
+            on_older="error",
+            detail="only when non-empty: the per-request configuration would be ignored",
+            why="the configuration would be ignored",
+            capability=C.MP_REQUEST_CONFIGS,
+        ),
+        Argument(
+            key="reserve_last_token",
+            member=_LOOKUP,
+            on_older="emulate",
+            detail="token_ids[:-1] is looked up: the same aligned range",
+            capability=C.MP_RESERVE_LAST_TOKEN,
+        ),
+        Argument(
+            key="reserve_by_hashes",
+            name=C.MP_RESERVE_LAST_TOKEN.spec.keyword,
+            member=_LOOKUP,
+            on_older="error",
+            detail="0.3.13 (block-hash lookups): cannot leave out the last token",
+            why="block-hash lookups cannot leave out the last token",
+            capability=C.MP_LOOKUP_BY_TOKEN_IDS,
+        ),
+        Argument(
+            key="start",
+            member=_LOOKUP,
+            on_older="error",
+            detail="only when start > 0: the chunks below start would be locked and prefetched "
+            "too, and their read locks held until the server's TTL",
+            why="the chunks below start would be locked until the server's TTL (free them "
+            "with free_lookup_locks(token_ids, 0, start, request_id))",
+            capability=C.MP_LOOKUP_START,
+        ),
+        Argument(
+            key="extra_ranges",
+            member=f"{MP_SCHEDULER.name}.free_lookup_locks",
+            on_older="emulate",
+            detail="one free_lookup_locks call per extra range: the same locks freed",
+            capability=C.MP_FREE_EXTRA_RANGES,
+        ),
+        Argument(
+            key="engine_group_infos",
+            member=f"{MP_WORKER.name}.register_kv_caches",
+            on_older="error",
+            detail="only with more than one KV cache group; one group is dropped",
+            why="this release handles one KV cache group only",
+            capability=C.MP_ENGINE_GROUP_INFOS,
+        ),
+        Argument(
+            key="layout_hints",
+            member=f"{MP_WORKER.name}.register_kv_caches",
+            on_older="drop",
+            detail="hints only: the release infers the layout",
+            capability=C.MP_LAYOUT_HINTS,
+        ),
+        Argument(
+            key="skip_first_n_tokens",
+            member="LoadStoreOp",
+            on_older="error",
+            detail="only when non-zero: the skipped tokens would be stored or loaded",
+            why="the skipped tokens would be stored or loaded",
+            first="0.4.1",
+        ),
+        Argument(
+            key="block_ids",
+            name="block_ids",
+            member="LoadStoreOp",
+            on_older="map",
+            detail="one KV cache group: flat list[int] <-> [[...]]; several groups: error",
+            why="this release has one KV cache group only",
+            capability=C.MP_ENGINE_GROUP_INFOS,
+        ),
+        Argument(
+            key="lookup_id",
+            member=f"{ENGINE.name}.lookup",
+            on_older="map",
+            detail="passed as request_id= on 0.3.3; dropped before when pin=False",
+            capability=C.ENGINE_LOOKUP_ID,
+        ),
+        Argument(
+            key="pinned_lookup",
+            name=C.ENGINE_LOOKUP_ID.spec.keyword,
+            member=f"{ENGINE.name}.lookup(pin=True)",
+            on_older="error",
+            detail="before 0.3.3 a lookup cannot be pinned by id",
+            why="a pinned lookup could never be unpinned",
+            first="0.3.3",
+        ),
+        Argument(
+            key="engine_request_configs",
+            member=f"{ENGINE.name}.lookup/prefetch",
+            on_older="error",
+            detail="only when non-empty",
+            why="the configuration would be ignored",
+            capability=C.ENGINE_REQUEST_CONFIGS,
+        ),
+        Argument(
+            key="unpin",
+            name="unpin",
+            member=f"{ENGINE.name}.lookup_unpin",
+            on_older="map",
+            detail="lookup_unpin([id]) on 0.3.3-0.3.7; a no-op before 0.3.3 (nothing is pinned "
+            "by id)",
+            capability=C.ENGINE_SINGLE_UNPIN,
+        ),
+        Argument(
+            key="prefetch",
+            member=f"{ENGINE.name}.async_lookup_and_prefetch",
+            on_older="map",
+            detail="prefetch(tokens) on 0.3.0-0.3.5 (synchronous; lookup_id unused)",
+            capability=C.ENGINE_ASYNC_PREFETCH,
+        ),
+        Argument(
+            key="broadcast_fn",
+            member="LMCacheEngineBuilder.get_or_create",
+            on_older="error",
+            detail="given to 0.3.0-0.3.3, which cannot broadcast",
+            why="other ranks would not receive the broadcasts",
+            first="0.3.4",
+        ),
+        Argument(
+            key="broadcast_required",
+            name="broadcast_fn",
+            member="LMCacheEngineBuilder.get_or_create",
+            on_older="map",
+            detail="required from 0.3.5: single-process defaults are passed when not given",
+            first="0.3.5",
+        ),
     )
-)  # fmt: skip
+)
 
 #: The rows, in table order.
 ARGUMENTS: tuple[Argument, ...] = tuple(ARG)
 
 
 def render_arguments_markdown() -> str:
-    """The argument table as Markdown (the README's copy is generated from it)."""
+    """The argument table as Markdown (the documentation's copy is generated from it)."""
     lines = [
         "| argument | member | since | on an older release | detail |",
         "|---|---|---|---|---|",
@@ -229,33 +397,143 @@ def render_arguments_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-class Downgrades:
-    """The caller's permission to drop arguments that change meaning, and the error if not."""
+def normalise_allow(allow: Iterable[str] | str | bool) -> Allow:
+    """``allow=`` as every adapter takes it, normalised once: a name, names, ``True`` (accept
+    every downgrade) or ``False``/``()`` (none). A name no row has is refused (a typo would
+    otherwise accept nothing, silently)."""
+    if allow is True:
+        return True
+    if allow is False:
+        return frozenset()
+    names = frozenset((allow,) if isinstance(allow, str) else allow)
+    known = {row.argument for row in ARGUMENTS}
+    unknown = sorted(n for n in names if n not in known)
+    if unknown:
+        raise UnsupportedArgumentError(
+            unknown[0],
+            f"allow={sorted(names)!r}: {', '.join(map(repr, unknown))} "
+            f"{'is' if len(unknown) == 1 else 'are'} not an argument lmcache-compat can "
+            f"downgrade; known: {', '.join(sorted(known))}",
+        )
+    return names
 
-    def __init__(self, allow: Iterable[str] | bool, where: str, version: str | None) -> None:
-        if isinstance(allow, str):
-            allow = (allow,)
-        self.all = allow is True
-        self.allowed = frozenset() if isinstance(allow, bool) else frozenset(allow)
-        self.where = where
-        self.version = version
+
+@dataclass(frozen=True, slots=True)
+class Downgrades:
+    """The caller's permission to drop arguments that change meaning (normalised once by
+    :func:`normalise_allow`), and the member errors name."""
+
+    allowed: Allow
+    where: str
+    version: str | None
 
     def at(self, where: str) -> Downgrades:
         """The same permission, for another member (error messages name it)."""
-        return Downgrades(True if self.all else self.allowed, where, self.version)
+        return Downgrades(self.allowed, where, self.version)
 
     def allows(self, row: Argument) -> bool:
-        return self.all or row.argument in self.allowed
+        return self.allowed is True or row.argument in self.allowed
 
-    def refuse(self, row: Argument) -> None:
-        """Raise unless ``row``'s argument may be downgraded (then the caller drops or adapts
-        it, as the row says)."""
-        if self.allows(row):
-            return
-        raise UnsupportedArgumentError(
+    def error(self, row: Argument) -> UnsupportedArgumentError:
+        return UnsupportedArgumentError(
             row.argument,
             f"{self.where} in LMCache {self.version or 'unknown'} cannot take "
             f"{row.argument!r} (first release that can: {row.since}); {row.why}.\n"
             f"HINT: pip install -U 'lmcache>={row.since}', or pass allow={{{row.argument!r}}} "
             "to accept the downgrade",
         )
+
+    def refuse(self, row: Argument) -> None:
+        """Raise unless ``row``'s argument may be downgraded (then it is dropped)."""
+        if not self.allows(row):
+            raise self.error(row)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """How one argument reaches one release, decided by :func:`apply`: ``put(kwargs, value)``
+    runs per call."""
+
+    row: Argument
+    #: The release's parameter name.
+    keyword: str
+    action: Action
+    put: Put
+
+    @property
+    def takes(self) -> bool:
+        return self.action == "pass"
+
+
+def _nothing(kwargs: dict[str, Any], value: Any) -> None:
+    """A dropped argument (``drop``, or an ``error`` the caller allowed)."""
+
+
+def apply(
+    row: Argument,
+    facts: MethodFacts | None,
+    downgrades: Downgrades,
+    *,
+    keyword: str | None = None,
+    given: Callable[[Any], bool] | None = None,
+    convert: Callable[[Any], Any] | None = None,
+    emulate: Put | None = None,
+) -> Applied:
+    """The one rule of the argument policy, run once per argument at construction.
+
+    ``facts`` are the release member's (``None``: the release has no such member at all);
+    ``keyword`` its parameter name (default: the row's argument). When the release takes it (an
+    explicit parameter of that name, positional-or-keyword or keyword-only), ``put`` passes the
+    caller's value by keyword, through ``convert`` if given, whenever ``given(value)`` (default:
+    the value is truthy: ``None``, ``""``, ``0``, empty mean "not asked for"). Otherwise the
+    row's ``on_older`` is executed: ``map`` and ``emulate`` run the mapper's ``emulate`` step
+    (required: the release's own form, or the same result another way), ``drop`` drops it,
+    ``error`` raises :class:`~lmcache_compat.errors.UnsupportedArgumentError` when given, unless
+    the caller allowed the downgrade (then it is dropped).
+    """
+    name = keyword or row.argument
+    if facts is not None and facts.accepts_keyword(name):
+        return Applied(row, name, "pass", _passing(name, given, convert))
+    if row.on_older in ("map", "emulate"):
+        if emulate is None:
+            raise TypeError(f"argument row {row.key!r} ({row.on_older}) needs the mapper's step")
+        return Applied(row, name, row.on_older, emulate)
+    if row.on_older == "drop":
+        return Applied(row, name, "drop", _nothing)
+    if downgrades.allows(row):
+        return Applied(row, name, "allowed", _nothing)
+    return Applied(row, name, "error", _refusing(row, downgrades, given))
+
+
+def _passing(
+    name: str, given: Callable[[Any], bool] | None, convert: Callable[[Any], Any] | None
+) -> Put:
+    if given is None and convert is None:
+
+        def pass_when_given(kwargs: dict[str, Any], value: Any) -> None:
+            if value:
+                kwargs[name] = value
+
+        return pass_when_given
+    asked = given or bool
+    change = convert or _same
+
+    def pass_converted(kwargs: dict[str, Any], value: Any) -> None:
+        if asked(value):
+            kwargs[name] = change(value)
+
+    return pass_converted
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _refusing(row: Argument, downgrades: Downgrades, given: Callable[[Any], bool] | None) -> Put:
+    asked = given or bool
+
+    def refuse_when_given(kwargs: dict[str, Any], value: Any) -> None:
+        if asked(value):
+            raise downgrades.error(row)
+
+    return refuse_when_given

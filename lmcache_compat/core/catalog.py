@@ -1,13 +1,13 @@
 """The capability catalog: the one place that says what each capability is.
 
-Every row of :data:`CATALOG` names a capability, the LMCache class that owns it, the method that
-carries it, the positional parameters a caller passes, the first LMCache release that has it, the
-fallback an adapter binds when it is absent, and what the user loses then. Probes (live and
-static), adapters, ``doctor`` and the release matrix all read this table; nothing else hard-codes
-a capability's facts.
+Every row of :data:`CATALOG` names a capability, the role (:mod:`lmcache_compat.core.roles`)
+that owns it, the member that carries it, the positional parameters a caller passes, the first
+LMCache release that has it, the fallback an adapter binds when it is absent, and what the user
+loses then. Probes (live and static), adapters, the vLLM connector, ``doctor`` and the release
+matrix all read this table; nothing else hard-codes a capability's facts.
 
-The "since" column was derived from the sources of every LMCache release on PyPI
-(0.3.0 ... 0.5.6) and is checked against the shipped release matrix by the test-suite.
+The ``since`` column was derived from the sources of every LMCache release on PyPI and equals
+the shipped release matrix (a test compares them).
 """
 
 from __future__ import annotations
@@ -18,35 +18,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lmcache_compat.core import fallbacks as fb
+from lmcache_compat.core.checks import Check, block_ids_check, events_check
+from lmcache_compat.core.roles import CONNECTOR, ENGINE, MP_SCHEDULER, MP_WORKER, Role
 from lmcache_compat.core.tokens import looks_up_by_tokens, takes_packed_tokens
 from lmcache_compat.errors import UnknownCapabilityError
-from lmcache_compat.upstream import locations as loc
 
 if TYPE_CHECKING:
     from lmcache_compat.core.signatures import MethodFacts
 
 __all__ = [
     "CATALOG",
-    "CONNECTOR_CORE_METHODS",
-    "CONNECTOR_IMPL",
-    "ENGINE",
-    "MP_SCHEDULER",
-    "MP_WORKER",
-    "OTHER_MEMBERS",
-    "ROLE_CORE_METHODS",
     "Capability",
     "CapabilitySpec",
+    "Kind",
     "fallback_table",
     "owned_by",
+    "pass_through",
     "spec_for",
 ]
-
-#: The catalog's owners: upstream class names (where they live:
-#: :mod:`lmcache_compat.upstream.locations`).
-CONNECTOR_IMPL = loc.CONNECTOR_IMPL.name
-MP_SCHEDULER = loc.MP_SCHEDULER.name
-MP_WORKER = loc.MP_WORKER.name
-ENGINE = loc.ENGINE.name
 
 Kind = Literal["method", "property", "class"]
 
@@ -116,21 +105,21 @@ class Capability(str, enum.Enum):
         return _BY_CAPABILITY[self].since
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CapabilitySpec:
     """One row of the capability catalog."""
 
     capability: Capability
-    #: LMCache class that owns the method.
-    owner: str
-    #: Method whose presence carries the capability.
+    #: The role (LMCache class) that owns the member.
+    owner: Role
+    #: Member whose presence carries the capability.
     method: str
     #: Positional parameters the adapter passes (documentation names; probes check arity).
     params: tuple[str, ...]
     #: First LMCache release that has the capability.
     since: str
-    #: What an adapter calls when the capability is absent, as a method (its first parameter
-    #: is the adapter); ``None``: the capability has no adapter method of its own.
+    #: What an adapter calls when the capability is absent (a plain function taking the
+    #: method's arguments); ``None``: the capability has no adapter method of its own.
     fallback: Callable[..., Any] | None
     #: The fallback's result, in words, as documented to users.
     fallback_result: str
@@ -145,505 +134,495 @@ class CapabilitySpec:
     #: The capability is "``method`` takes this keyword parameter" (by name; ``**kw`` does not
     #: count, since an old release would swallow and ignore it).
     keyword: str | None = None
-    #: Further classes that must carry it too (e.g. ``is_healthy`` on both MP adapters).
-    also: tuple[str, ...] = ()
+    #: Further roles that must carry it too (e.g. ``is_healthy`` on both MP adapters).
+    also: tuple[Role, ...] = ()
     #: When set, the capability is "``method``'s facts pass this test" (e.g. the lookup is keyed
-    #: by token ids, read from the key parameter's annotation), instead of arity or keyword.
-    rule: Callable[[MethodFacts], bool] | None = None
+    #: by token ids, read from the key parameter's annotation), instead of arity or keyword;
+    #: the test answers ``None`` when it cannot classify the facts (reported, never guessed).
+    rule: Callable[[MethodFacts], bool | None] | None = None
+    #: Whether a connector warns at start-up when the capability is absent (``False``: the
+    #: loss is nothing a user would notice).
+    warn_absent: bool = True
+    #: The result check an adapter puts around the engine's own method
+    #: (:mod:`lmcache_compat.core.checks`); ``None``: the method is bound as it is.
+    check: Check | None = None
 
     @property
-    def owners(self) -> tuple[str, ...]:
+    def owners(self) -> tuple[Role, ...]:
         return (self.owner, *self.also)
+
+    @property
+    def passes_through(self) -> bool:
+        """An optional method an adapter forwards as it is, or answers with the fallback."""
+        return (
+            self.fallback is not None
+            and self.keyword is None
+            and self.rule is None
+            and not self.returns_none
+        )
 
     @property
     def member(self) -> str:
         """``Owner.method(params)``: how messages name the member."""
         if self.kind == "class":
-            return " and ".join(self.owners)
+            return " and ".join(r.name for r in self.owners)
         if self.kind == "property":
-            return f"{self.owner}.{self.method} (property)"
-        text = f"{self.owner}.{self.method}({', '.join(self.params)})"
+            return f"{self.owner.name}.{self.method} (property)"
+        text = f"{self.owner.name}.{self.method}({', '.join(self.params)})"
         return f"{text} keyword {self.keyword!r}" if self.keyword else text
 
 
 CATALOG: tuple[CapabilitySpec, ...] = (
     CapabilitySpec(
-        Capability.GET_FINISHED,
-        CONNECTOR_IMPL,
-        "get_finished",
-        ("finished_req_ids",),
-        "0.3.1",
-        fb.no_finished,
-        "(None, None)",
-        "no asynchronous send/receive completion is reported (nothing is lost: LMCache "
+        capability=Capability.GET_FINISHED,
+        owner=CONNECTOR,
+        method="get_finished",
+        params=("finished_req_ids",),
+        since="0.3.1",
+        fallback=fb.no_finished,
+        fallback_result="(None, None)",
+        impact="no asynchronous send/receive completion is reported (nothing is lost: LMCache "
         "transfers are synchronous in these releases)",
     ),
     CapabilitySpec(
-        Capability.REQUEST_FINISHED,
-        CONNECTOR_IMPL,
-        "request_finished",
-        ("request", "block_ids"),
-        "0.3.1",
-        fb.request_not_held,
-        "(False, None)",
-        "blocks are freed as soon as a request finishes; no KV transfer parameters are returned",
+        capability=Capability.REQUEST_FINISHED,
+        owner=CONNECTOR,
+        method="request_finished",
+        params=("request", "block_ids"),
+        since="0.3.1",
+        fallback=fb.request_not_held,
+        fallback_result="(False, None)",
+        impact="blocks are freed as soon as a request finishes; no KV transfer parameters "
+        "are returned",
     ),
     CapabilitySpec(
-        Capability.ASYNC_LOOKUP,
-        CONNECTOR_IMPL,
-        "get_num_new_matched_tokens",
-        ("request", "num_computed_tokens"),
-        "0.3.6",
-        None,
-        "get_num_new_matched_tokens always returns an int",
-        "lookups are synchronous: scheduling waits for each LMCache lookup",
+        capability=Capability.ASYNC_LOOKUP,
+        owner=CONNECTOR,
+        method="get_num_new_matched_tokens",
+        params=("request", "num_computed_tokens"),
+        since="0.3.6",
+        fallback=None,
+        fallback_result="get_num_new_matched_tokens always returns an int",
+        impact="lookups are synchronous: scheduling waits for each LMCache lookup",
         returns_none=True,
     ),
     CapabilitySpec(
-        Capability.INFERENCE_INFO,
-        CONNECTOR_IMPL,
-        "get_inference_info",
-        (),
-        "0.3.7",
-        fb.no_inference_info,
-        "{} (an empty dict)",
-        "no inference/configuration summary is available for diagnostics",
+        capability=Capability.INFERENCE_INFO,
+        owner=CONNECTOR,
+        method="get_inference_info",
+        params=(),
+        since="0.3.7",
+        fallback=fb.no_inference_info,
+        fallback_result="{} (an empty dict)",
+        impact="no inference/configuration summary is available for diagnostics",
+        warn_absent=False,
     ),
     CapabilitySpec(
-        Capability.LOAD_ERROR_REPORTING,
-        CONNECTOR_IMPL,
-        "get_block_ids_with_load_errors",
-        (),
-        "0.3.9.post1",
-        fb.no_load_errors,
-        "set() (an empty set: no failure can be reported)",
-        "KV load failures cannot be detected: requests may compute on missing KV",
+        capability=Capability.LOAD_ERROR_REPORTING,
+        owner=CONNECTOR,
+        method="get_block_ids_with_load_errors",
+        params=(),
+        since="0.3.9.post1",
+        fallback=fb.no_load_errors,
+        fallback_result="set() (an empty set: no failure can be reported)",
+        impact="KV load failures cannot be detected: requests may compute on missing KV",
+        check=block_ids_check,
     ),
     CapabilitySpec(
-        Capability.SHUTDOWN,
-        CONNECTOR_IMPL,
-        "shutdown",
-        (),
-        "0.3.10",
-        fb.noop,
-        "None (a no-op)",
-        "LMCache's background services are not stopped cleanly at exit",
+        capability=Capability.SHUTDOWN,
+        owner=CONNECTOR,
+        method="shutdown",
+        params=(),
+        since="0.3.10",
+        fallback=fb.noop,
+        fallback_result="None (a no-op)",
+        impact="LMCache's background services are not stopped cleanly at exit",
     ),
     CapabilitySpec(
-        Capability.KV_EVENTS,
-        CONNECTOR_IMPL,
-        "get_kv_events",
-        (),
-        "0.3.10.post2",
-        fb.no_kv_events,
-        "[] (an empty list: no events)",
-        "no KV cache events: KV-aware routers cannot see what LMCache stores",
+        capability=Capability.KV_EVENTS,
+        owner=CONNECTOR,
+        method="get_kv_events",
+        params=(),
+        since="0.3.10.post2",
+        fallback=fb.no_kv_events,
+        fallback_result="[] (an empty list: no events)",
+        impact="no KV cache events: KV-aware routers cannot see what LMCache stores",
+        check=events_check,
     ),
     CapabilitySpec(
-        Capability.REGISTER_KV_CACHES,
-        CONNECTOR_IMPL,
-        "register_kv_caches",
-        ("kv_caches",),
-        "0.3.12",
-        fb.noop_register,
-        "None (a no-op: the release takes KV caches from the forward context)",
-        "none in practice: KV caches are picked up from the forward context on first load",
+        capability=Capability.REGISTER_KV_CACHES,
+        owner=CONNECTOR,
+        method="register_kv_caches",
+        params=("kv_caches",),
+        since="0.3.12",
+        fallback=fb.noop_register,
+        fallback_result="None (a no-op: the release takes KV caches from the forward context)",
+        impact="none in practice: KV caches are picked up from the forward context on first load",
+        warn_absent=False,
     ),
-    # --- multi-process adapters --------------------------------------------------------------
     CapabilitySpec(
-        Capability.MP_ADAPTERS,
-        MP_SCHEDULER,
-        "__init__",
-        (),
-        "0.3.13",
-        None,
-        "MP adapters cannot be built",
-        "no multi-process (LMCache server) mode",
+        capability=Capability.MP_ADAPTERS,
+        owner=MP_SCHEDULER,
+        method="__init__",
+        params=(),
+        since="0.3.13",
+        fallback=None,
+        fallback_result="MP adapters cannot be built",
+        impact="no multi-process (LMCache server) mode",
         kind="class",
         also=(MP_WORKER,),
     ),
     CapabilitySpec(
-        Capability.MP_LOOKUP_BY_TOKEN_IDS,
-        MP_SCHEDULER,
-        "maybe_submit_lookup_request",
-        ("request_id",),
-        "0.3.14",
-        None,
-        "lookups are keyed by vLLM block hashes (the adapter passes block_hashes)",
-        "lookups need vLLM's block hashes",
+        capability=Capability.MP_LOOKUP_BY_TOKEN_IDS,
+        owner=MP_SCHEDULER,
+        method="maybe_submit_lookup_request",
+        params=("request_id",),
+        since="0.3.14",
+        fallback=None,
+        fallback_result="lookups are keyed by vLLM block hashes (the adapter passes block_hashes)",
+        impact="lookups need vLLM's block hashes",
         rule=looks_up_by_tokens,
     ),
     CapabilitySpec(
-        Capability.MP_END_SESSION,
-        MP_SCHEDULER,
-        "end_session",
-        ("request_id",),
-        "0.3.14",
-        fb.noop_any,
-        "None (a no-op)",
-        "no end-of-request notification to the LMCache server",
+        capability=Capability.MP_END_SESSION,
+        owner=MP_SCHEDULER,
+        method="end_session",
+        params=("request_id",),
+        since="0.3.14",
+        fallback=fb.noop_any,
+        fallback_result="None (a no-op)",
+        impact="no end-of-request notification to the LMCache server",
     ),
     CapabilitySpec(
-        Capability.MP_FREE_LOOKUP_LOCKS,
-        MP_SCHEDULER,
-        "free_lookup_locks",
-        ("token_ids", "start", "end", "request_id"),
-        "0.4.1",
-        fb.noop_any,
-        "None (a no-op: releases before 0.4.1 take no lookup locks)",
-        "none: there are no lookup locks to free",
+        capability=Capability.MP_FREE_LOOKUP_LOCKS,
+        owner=MP_SCHEDULER,
+        method="free_lookup_locks",
+        params=("token_ids", "start", "end", "request_id"),
+        since="0.4.1",
+        fallback=fb.noop_any,
+        fallback_result="None (a no-op: releases before 0.4.1 take no lookup locks)",
+        impact="none: there are no lookup locks to free",
     ),
     CapabilitySpec(
-        Capability.MP_HEALTH_CHECK,
-        MP_SCHEDULER,
-        "is_healthy",
-        (),
-        "0.4.2",
-        fb.assume_healthy,
-        "True (health unknown: assumed healthy)",
-        "an unreachable LMCache server is not detected early; requests fail on use instead",
+        capability=Capability.MP_HEALTH_CHECK,
+        owner=MP_SCHEDULER,
+        method="is_healthy",
+        params=(),
+        since="0.4.2",
+        fallback=fb.assume_healthy,
+        fallback_result="True (health unknown: assumed healthy)",
+        impact="an unreachable LMCache server is not detected early; requests fail on use instead",
         kind="property",
         also=(MP_WORKER,),
     ),
     CapabilitySpec(
-        Capability.MP_LOAD_ERROR_REPORTING,
-        MP_WORKER,
-        "get_block_ids_with_load_errors",
-        (),
-        "0.4.2",
-        fb.no_load_errors,
-        "set() (an empty set: no failure can be reported)",
-        "KV load failures cannot be detected: requests may compute on missing KV",
+        capability=Capability.MP_LOAD_ERROR_REPORTING,
+        owner=MP_WORKER,
+        method="get_block_ids_with_load_errors",
+        params=(),
+        since="0.4.2",
+        fallback=fb.no_load_errors,
+        fallback_result="set() (an empty set: no failure can be reported)",
+        impact="KV load failures cannot be detected: requests may compute on missing KV",
+        check=block_ids_check,
     ),
     CapabilitySpec(
-        Capability.MP_REPORT_BLOCK_ALLOCATIONS,
-        MP_SCHEDULER,
-        "report_block_allocations",
-        ("records",),
-        "0.4.3",
-        fb.noop_any,
-        "None (a no-op)",
-        "the LMCache server is not told about vLLM block allocations",
+        capability=Capability.MP_REPORT_BLOCK_ALLOCATIONS,
+        owner=MP_SCHEDULER,
+        method="report_block_allocations",
+        params=("records",),
+        since="0.4.3",
+        fallback=fb.noop_any,
+        fallback_result="None (a no-op)",
+        impact="the LMCache server is not told about vLLM block allocations",
     ),
     CapabilitySpec(
-        Capability.MP_CACHE_SALT,
-        MP_SCHEDULER,
-        "maybe_submit_lookup_request",
-        ("request_id",),
-        "0.4.4",
-        None,
-        "a non-empty cache_salt raises UnsupportedArgumentError (it would mix tenants' caches)",
-        "no per-tenant cache isolation",
+        capability=Capability.MP_CACHE_SALT,
+        owner=MP_SCHEDULER,
+        method="maybe_submit_lookup_request",
+        params=("request_id",),
+        since="0.4.4",
+        fallback=None,
+        fallback_result="a non-empty cache_salt raises UnsupportedArgumentError (it would mix "
+        "tenants' caches)",
+        impact="no per-tenant cache isolation",
         keyword="cache_salt",
     ),
     CapabilitySpec(
-        Capability.MP_PARALLEL_STRATEGY,
-        MP_SCHEDULER,
-        "__init__",
-        (),
-        "0.4.4",
-        None,
-        "world size / rank (/ tp_size) are passed as plain arguments",
-        "no pipeline parallel or MLA layout beyond world size and rank",
+        capability=Capability.MP_PARALLEL_STRATEGY,
+        owner=MP_SCHEDULER,
+        method="__init__",
+        params=(),
+        since="0.4.4",
+        fallback=None,
+        fallback_result="world size / rank (/ tp_size) are passed as plain arguments",
+        impact="no pipeline parallel or MLA layout beyond world size and rank",
         keyword="parallel_strategy",
     ),
     CapabilitySpec(
-        Capability.MP_ENGINE_GROUP_INFOS,
-        MP_WORKER,
-        "register_kv_caches",
-        ("kv_caches",),
-        "0.4.7",
-        None,
-        "more than one KV cache group raises UnsupportedArgumentError",
-        "hybrid models with several KV cache groups are not supported",
+        capability=Capability.MP_ENGINE_GROUP_INFOS,
+        owner=MP_WORKER,
+        method="register_kv_caches",
+        params=("kv_caches",),
+        since="0.4.7",
+        fallback=None,
+        fallback_result="more than one KV cache group raises UnsupportedArgumentError",
+        impact="hybrid models with several KV cache groups are not supported",
         keyword="engine_group_infos",
     ),
     CapabilitySpec(
-        Capability.MP_MULTI_SERVER,
-        MP_SCHEDULER,
-        "__init__",
-        (),
-        "0.5.0",
-        None,
-        "one server URL; several raise UnsupportedArgumentError",
-        "one LMCache server only",
+        capability=Capability.MP_MULTI_SERVER,
+        owner=MP_SCHEDULER,
+        method="__init__",
+        params=(),
+        since="0.5.0",
+        fallback=None,
+        fallback_result="one server URL; several raise UnsupportedArgumentError",
+        impact="one LMCache server only",
         keyword="server_urls",
     ),
     CapabilitySpec(
-        Capability.MP_SCHEDULER_SHUTDOWN,
-        MP_SCHEDULER,
-        "shutdown",
-        (),
-        "0.5.0",
-        fb.noop_any,
-        "None (a no-op)",
-        "the scheduler side's sockets are closed only at process exit",
+        capability=Capability.MP_SCHEDULER_SHUTDOWN,
+        owner=MP_SCHEDULER,
+        method="shutdown",
+        params=(),
+        since="0.5.0",
+        fallback=fb.noop_any,
+        fallback_result="None (a no-op)",
+        impact="the scheduler side's sockets are closed only at process exit",
     ),
     CapabilitySpec(
-        Capability.MP_HANDLE_PREEMPTIONS,
-        MP_WORKER,
-        "handle_preemptions",
-        ("need_flush_before_forward",),
-        "0.5.2",
-        fb.noop_any,
-        "None (a no-op)",
-        "in-flight stores of preempted requests are not flushed first",
+        capability=Capability.MP_HANDLE_PREEMPTIONS,
+        owner=MP_WORKER,
+        method="handle_preemptions",
+        params=("need_flush_before_forward",),
+        since="0.5.2",
+        fallback=fb.noop_any,
+        fallback_result="None (a no-op)",
+        impact="in-flight stores of preempted requests are not flushed first",
     ),
     CapabilitySpec(
-        Capability.MP_LAZY_OFFLOAD,
-        MP_WORKER,
-        "get_finished_with_lazy_offload",
-        (),
-        "0.5.4",
-        None,
-        "calling it raises MissingCapabilityError (no safe fallback)",
-        "no lazy offload mode",
+        capability=Capability.MP_LAZY_OFFLOAD,
+        owner=MP_WORKER,
+        method="get_finished_with_lazy_offload",
+        params=(),
+        since="0.5.4",
+        fallback=None,
+        fallback_result="calling it raises MissingCapabilityError (no safe fallback)",
+        impact="no lazy offload mode",
     ),
     CapabilitySpec(
-        Capability.MP_REQUEST_CONFIGS,
-        MP_SCHEDULER,
-        "maybe_submit_lookup_request",
-        ("request_id",),
-        "0.5.5",
-        None,
-        "non-empty request_configs raise UnsupportedArgumentError",
-        "no per-request LMCache configuration",
+        capability=Capability.MP_REQUEST_CONFIGS,
+        owner=MP_SCHEDULER,
+        method="maybe_submit_lookup_request",
+        params=("request_id",),
+        since="0.5.5",
+        fallback=None,
+        fallback_result="non-empty request_configs raise UnsupportedArgumentError",
+        impact="no per-request LMCache configuration",
         keyword="request_configs",
     ),
     CapabilitySpec(
-        Capability.MP_LAYOUT_HINTS,
-        MP_WORKER,
-        "register_kv_caches",
-        ("kv_caches",),
-        "0.5.5",
-        None,
-        "layout hints are dropped (the release infers the layout)",
-        "none: the release infers the KV layout itself",
+        capability=Capability.MP_LAYOUT_HINTS,
+        owner=MP_WORKER,
+        method="register_kv_caches",
+        params=("kv_caches",),
+        since="0.5.5",
+        fallback=None,
+        fallback_result="layout hints are dropped (the release infers the layout)",
+        impact="none: the release infers the KV layout itself",
         keyword="layout_hints",
     ),
     CapabilitySpec(
-        Capability.MP_RESERVE_LAST_TOKEN,
-        MP_SCHEDULER,
-        "maybe_submit_lookup_request",
-        ("request_id",),
-        "0.5.6",
-        None,
-        "emulated exactly: the lookup is given token_ids[:-1]",
-        "none: the adapter emulates it",
+        capability=Capability.MP_RESERVE_LAST_TOKEN,
+        owner=MP_SCHEDULER,
+        method="maybe_submit_lookup_request",
+        params=("request_id",),
+        since="0.5.6",
+        fallback=None,
+        fallback_result="emulated exactly: the lookup is given token_ids[:-1]",
+        impact="none: the adapter emulates it",
         keyword="reserve_last_token",
     ),
     CapabilitySpec(
-        Capability.MP_RESET_CACHE,
-        MP_SCHEDULER,
-        "reset_cache",
-        (),
-        "0.5.6",
-        fb.not_reset,
-        "False (nothing was reset)",
-        "the LMCache server's cache cannot be reset from vLLM",
+        capability=Capability.MP_RESET_CACHE,
+        owner=MP_SCHEDULER,
+        method="reset_cache",
+        params=(),
+        since="0.5.6",
+        fallback=fb.not_reset,
+        fallback_result="False (nothing was reset)",
+        impact="the LMCache server's cache cannot be reset from vLLM",
     ),
     CapabilitySpec(
-        Capability.MP_KV_EVENTS,
-        MP_WORKER,
-        "get_kv_events",
-        (),
-        "0.5.6",
-        fb.no_kv_events,
-        "[] (an empty list: no events)",
-        "no KV cache events: KV-aware routers cannot see what LMCache stores",
+        capability=Capability.MP_KV_EVENTS,
+        owner=MP_WORKER,
+        method="get_kv_events",
+        params=(),
+        since="0.5.6",
+        fallback=fb.no_kv_events,
+        fallback_result="[] (an empty list: no events)",
+        impact="no KV cache events: KV-aware routers cannot see what LMCache stores",
+        check=events_check,
     ),
     CapabilitySpec(
-        Capability.MP_FAILED_REQUEST_REPORTING,
-        MP_WORKER,
-        "get_failed_request_ids",
-        (),
-        "0.5.6",
-        fb.no_failed_requests,
-        "set() (an empty set)",
-        "whole-request store/retrieve failures are not reported",
+        capability=Capability.MP_FAILED_REQUEST_REPORTING,
+        owner=MP_WORKER,
+        method="get_failed_request_ids",
+        params=(),
+        since="0.5.6",
+        fallback=fb.no_failed_requests,
+        fallback_result="set() (an empty set)",
+        impact="whole-request store/retrieve failures are not reported",
     ),
     CapabilitySpec(
-        Capability.MP_PACKED_TOKEN_IDS,
-        MP_SCHEDULER,
-        "maybe_submit_lookup_request",
-        ("request_id",),
-        "0.5.7rc2",
-        None,
-        "token ids are passed as a list of ints",
-        "none: the adapter passes token ids in the form the release takes",
+        capability=Capability.MP_PACKED_TOKEN_IDS,
+        owner=MP_SCHEDULER,
+        method="maybe_submit_lookup_request",
+        params=("request_id",),
+        since="0.5.7rc2",
+        fallback=None,
+        fallback_result="token ids are passed as a list of ints",
+        impact="none: the adapter passes token ids in the form the release takes",
         rule=takes_packed_tokens,
     ),
     CapabilitySpec(
-        Capability.MP_LOOKUP_START,
-        MP_SCHEDULER,
-        "maybe_submit_lookup_request",
-        ("request_id",),
-        "0.5.7rc2",
-        None,
-        "a start > 0 raises UnsupportedArgumentError (the chunks below it would stay locked)",
-        "lookups lock and prefetch the prefix vLLM already holds",
+        capability=Capability.MP_LOOKUP_START,
+        owner=MP_SCHEDULER,
+        method="maybe_submit_lookup_request",
+        params=("request_id",),
+        since="0.5.7rc2",
+        fallback=None,
+        fallback_result="a start > 0 raises UnsupportedArgumentError (the chunks below it would "
+        "stay locked)",
+        impact="lookups lock and prefetch the prefix vLLM already holds",
         keyword="start",
     ),
     CapabilitySpec(
-        Capability.MP_FREE_EXTRA_RANGES,
-        MP_SCHEDULER,
-        "free_lookup_locks",
-        (),
-        "0.5.7rc2",
-        None,
-        "emulated exactly: one free_lookup_locks call per extra range",
-        "none: the adapter frees each range with its own call",
+        capability=Capability.MP_FREE_EXTRA_RANGES,
+        owner=MP_SCHEDULER,
+        method="free_lookup_locks",
+        params=(),
+        since="0.5.7rc2",
+        fallback=None,
+        fallback_result="emulated exactly: one free_lookup_locks call per extra range",
+        impact="none: the adapter frees each range with its own call",
         keyword="extra_ranges",
     ),
     CapabilitySpec(
-        Capability.MP_CHUNK_ALIGNMENT,
-        MP_SCHEDULER,
-        "__init__",
-        (),
-        "0.5.7rc2",
-        None,
-        "a required_chunk_alignment raises UnsupportedArgumentError (no negotiation)",
-        "the server's chunk size is not negotiated against the model's alignment",
+        capability=Capability.MP_CHUNK_ALIGNMENT,
+        owner=MP_SCHEDULER,
+        method="__init__",
+        params=(),
+        since="0.5.7rc2",
+        fallback=None,
+        fallback_result="a required_chunk_alignment raises UnsupportedArgumentError (no "
+        "negotiation)",
+        impact="the server's chunk size is not negotiated against the model's alignment",
         keyword="required_chunk_alignment",
         also=(MP_WORKER,),
     ),
-    # --- LMCacheEngine ------------------------------------------------------------------------
     CapabilitySpec(
-        Capability.ENGINE_LOOKUP_ID,
-        ENGINE,
-        "lookup",
-        ("tokens",),
-        "0.3.4",
-        None,
-        "lookup_id is passed as request_id (0.3.3) or, unpinned, dropped (0.3.0-0.3.2)",
-        "lookups cannot be tied to an id before 0.3.3",
+        capability=Capability.ENGINE_LOOKUP_ID,
+        owner=ENGINE,
+        method="lookup",
+        params=("tokens",),
+        since="0.3.4",
+        fallback=None,
+        fallback_result="lookup_id is passed as request_id (0.3.3) or, unpinned, dropped "
+        "(0.3.0-0.3.2)",
+        impact="lookups cannot be tied to an id before 0.3.3",
         keyword="lookup_id",
     ),
     CapabilitySpec(
-        Capability.ENGINE_REQUEST_CONFIGS,
-        ENGINE,
-        "lookup",
-        ("tokens",),
-        "0.3.4",
-        None,
-        "non-empty request_configs raise UnsupportedArgumentError",
-        "no per-request LMCache configuration on engine lookups",
+        capability=Capability.ENGINE_REQUEST_CONFIGS,
+        owner=ENGINE,
+        method="lookup",
+        params=("tokens",),
+        since="0.3.4",
+        fallback=None,
+        fallback_result="non-empty request_configs raise UnsupportedArgumentError",
+        impact="no per-request LMCache configuration on engine lookups",
         keyword="request_configs",
     ),
     CapabilitySpec(
-        Capability.ENGINE_HEALTH,
-        ENGINE,
-        "health",
-        (),
-        "0.3.4",
-        None,
-        "is_healthy() returns True (unknown)",
-        "engine health cannot be checked",
+        capability=Capability.ENGINE_HEALTH,
+        owner=ENGINE,
+        method="health",
+        params=(),
+        since="0.3.4",
+        fallback=None,
+        fallback_result="is_healthy() returns True (unknown)",
+        impact="engine health cannot be checked",
     ),
     CapabilitySpec(
-        Capability.ENGINE_ASYNC_PREFETCH,
-        ENGINE,
-        "async_lookup_and_prefetch",
-        ("lookup_id", "tokens"),
-        "0.3.6",
-        None,
-        "prefetch() calls the synchronous prefetch(tokens) of 0.3.0-0.3.5",
-        "prefetching blocks the caller",
+        capability=Capability.ENGINE_ASYNC_PREFETCH,
+        owner=ENGINE,
+        method="async_lookup_and_prefetch",
+        params=("lookup_id", "tokens"),
+        since="0.3.6",
+        fallback=None,
+        fallback_result="prefetch() calls the synchronous prefetch(tokens) of 0.3.0-0.3.5",
+        impact="prefetching blocks the caller",
     ),
     CapabilitySpec(
-        Capability.ENGINE_SINGLE_UNPIN,
-        ENGINE,
-        "lookup_unpin",
-        (),
-        "0.3.9",
-        None,
-        "unpin(id) calls lookup_unpin([id]) (0.3.3-0.3.7)",
-        "none: the adapter wraps the id in a list",
+        capability=Capability.ENGINE_SINGLE_UNPIN,
+        owner=ENGINE,
+        method="lookup_unpin",
+        params=(),
+        since="0.3.9",
+        fallback=None,
+        fallback_result="unpin(id) calls lookup_unpin([id]) (0.3.3-0.3.7)",
+        impact="none: the adapter wraps the id in a list",
         keyword="lookup_id",
     ),
     CapabilitySpec(
-        Capability.ENGINE_KV_EVENTS,
-        ENGINE,
-        "get_kv_events",
-        (),
-        "0.3.10.post2",
-        fb.no_kv_events,
-        "[] (an empty list: no events)",
-        "no KV cache events",
+        capability=Capability.ENGINE_KV_EVENTS,
+        owner=ENGINE,
+        method="get_kv_events",
+        params=(),
+        since="0.3.10.post2",
+        fallback=fb.no_kv_events,
+        fallback_result="[] (an empty list: no events)",
+        impact="no KV cache events",
+        check=events_check,
     ),
     CapabilitySpec(
-        Capability.ENGINE_FREEZE,
-        ENGINE,
-        "freeze",
-        ("enabled",),
-        "0.3.11",
-        None,
-        "freeze() raises MissingCapabilityError; is_frozen() returns False",
-        "the cache cannot be frozen (read-only) before 0.3.11",
+        capability=Capability.ENGINE_FREEZE,
+        owner=ENGINE,
+        method="freeze",
+        params=("enabled",),
+        since="0.3.11",
+        fallback=None,
+        fallback_result="freeze() raises MissingCapabilityError; is_frozen() returns False",
+        impact="the cache cannot be frozen (read-only) before 0.3.11",
     ),
     CapabilitySpec(
-        Capability.ENGINE_IS_HEALTHY,
-        ENGINE,
-        "is_healthy",
-        (),
-        "0.3.13",
-        None,
-        "is_healthy() maps to health() == 0 (0.3.4-0.3.12) or True (unknown, earlier)",
-        "none from 0.3.4: health() is used instead",
+        capability=Capability.ENGINE_IS_HEALTHY,
+        owner=ENGINE,
+        method="is_healthy",
+        params=(),
+        since="0.3.13",
+        fallback=None,
+        fallback_result="is_healthy() maps to health() == 0 (0.3.4-0.3.12) or True (unknown, "
+        "earlier)",
+        impact="none from 0.3.4: health() is used instead",
     ),
 )
-
-#: Methods every LMCache release's ``LMCacheConnectorV1Impl`` has (0.3.0 on), with their
-#: positional parameters. An object missing one is not an engine (:class:`NotAnEngineError`).
-CONNECTOR_CORE_METHODS: dict[str, tuple[str, ...]] = {
-    "start_load_kv": ("forward_context",),
-    "wait_for_layer_load": ("layer_name",),
-    "save_kv_layer": ("layer_name", "kv_layer", "attn_metadata"),
-    "wait_for_save": (),
-    "get_num_new_matched_tokens": ("request", "num_computed_tokens"),
-    "update_state_after_alloc": ("request", "num_external_tokens"),
-    "build_connector_meta": ("scheduler_output",),
-}
-
-#: Methods every release that has the class has, per class: what makes an object play a role.
-ROLE_CORE_METHODS: dict[str, dict[str, tuple[str, ...]]] = {
-    CONNECTOR_IMPL: CONNECTOR_CORE_METHODS,
-    MP_SCHEDULER: {
-        "maybe_submit_lookup_request": ("request_id", "token_ids"),
-        "check_lookup_result": ("request_id",),
-        "cleanup_lookup_result": ("request_id",),
-        "num_blocks_per_chunk": (),
-    },
-    MP_WORKER: {
-        "register_kv_caches": ("kv_caches",),
-        "submit_store_request": ("request_id", "op", "event"),
-        "submit_retrieve_request": ("request_id", "op", "event"),
-        "batched_submit_store_requests": ("request_ids", "ops", "event"),
-        "batched_submit_retrieve_requests": ("request_ids", "ops", "event"),
-        "get_finished": ("finished_req_ids",),
-        "num_blocks_per_chunk": (),
-        "shutdown": (),
-    },
-    ENGINE: {
-        "store": ("tokens",),
-        "retrieve": ("tokens",),
-        "lookup": ("tokens",),
-        "close": (),
-    },
-}
-
-#: Other members adapters look for (by reading the class, like every probe): older forms that
-#: version-specific implementations fall back to.
-OTHER_MEMBERS: dict[str, tuple[str, ...]] = {
-    ENGINE: ("prefetch", "is_frozen", "lookup_unpin"),
-}
 
 _BY_CAPABILITY: dict[Capability, CapabilitySpec] = {row.capability: row for row in CATALOG}
 
 
-def owned_by(owner: str) -> tuple[Capability, ...]:
-    """The capabilities whose owners include ``owner`` (e.g. ``"LMCacheConnectorV1Impl"``)."""
-    return tuple(row.capability for row in CATALOG if owner in row.owners)
+def owned_by(role: Role) -> tuple[Capability, ...]:
+    """The capabilities whose owners include ``role``."""
+    return tuple(row.capability for row in CATALOG if role in row.owners)
+
+
+def pass_through(role: Role) -> tuple[CapabilitySpec, ...]:
+    """The optional methods of ``role`` an adapter binds to the engine's own method or the
+    fallback (one rule for every adapter and the vLLM connector: adding such a row is all it
+    takes to forward a new method)."""
+    return tuple(row for row in CATALOG if role in row.owners and row.passes_through)
 
 
 def spec_for(capability: Capability | str) -> CapabilitySpec:
@@ -658,13 +637,13 @@ def spec_for(capability: Capability | str) -> CapabilitySpec:
         raise UnknownCapabilityError(f"unknown capability {capability!r}; known: {known}") from None
 
 
-def fallback_table(owner: str) -> str:
-    """The rows of ``owner`` as a docstring list: each capability, its member, its first
+def fallback_table(role: Role) -> str:
+    """The rows of ``role`` as a docstring list: each capability, its member, its first
     release and what an adapter does on a release without it (rendered into the adapters'
-    docstrings, like the README's tables)."""
-    lines = ["", "", f"    On a release without a capability ({owner}):", ""]
+    docstrings, like the documentation's tables)."""
+    lines = ["", "", f"    On a release without a capability ({role.name}):", ""]
     for r in CATALOG:
-        if owner in r.owners and r.kind != "class":
+        if role in r.owners and r.kind != "class":
             member = r.member.split(".", 1)[1] if "." in r.member else r.member
             lines.append(
                 f"    - ``{r.capability.value}`` (``{member}``, since {r.since}): "

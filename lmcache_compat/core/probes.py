@@ -29,15 +29,11 @@ import threading
 import types
 import weakref
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from lmcache_compat.core.catalog import (
-    CATALOG,
-    OTHER_MEMBERS,
-    ROLE_CORE_METHODS,
-    Capability,
-    owned_by,
-)
+from lmcache_compat.core.catalog import CATALOG, Capability, owned_by
+from lmcache_compat.core.roles import ROLES, Role, role_named
 from lmcache_compat.core.signatures import FUNCTION_TYPES, MethodFacts, facts_of
 from lmcache_compat.core.surface import class_capabilities, missing_core
 
@@ -54,51 +50,37 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     """The immutable result of :func:`probe`: which catalog capabilities a class offers.
 
     ``Capability.KV_EVENTS in caps`` (or ``"kv_events" in caps``), iteration in catalog order over
-    the capabilities present, ``len()``, and :meth:`as_dict` over the whole catalog.
+    the capabilities present, ``len()``, and :meth:`as_dict` over the whole catalog. Equal when
+    the same capabilities are present (the class name is for messages only).
     """
 
-    __slots__ = ("_present", "cls_name")
+    present: frozenset[Capability]
+    cls_name: str = field(default="<unknown>", compare=False)
 
-    _present: frozenset[Capability]
-    cls_name: str
-
-    def __init__(self, present: Iterable[Capability], cls_name: str = "<unknown>") -> None:
-        object.__setattr__(self, "_present", frozenset(Capability(c) for c in present))
-        object.__setattr__(self, "cls_name", cls_name)
-
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("Capabilities is immutable")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError("Capabilities is immutable")
+    @classmethod
+    def of(cls, present: Iterable[Capability | str], cls_name: str = "<unknown>") -> Capabilities:
+        return cls(frozenset(Capability(c) for c in present), cls_name)
 
     def __contains__(self, item: object) -> bool:
         if isinstance(item, Capability):
-            return item in self._present
+            return item in self.present
         if isinstance(item, str):
             try:
-                return Capability(item) in self._present
+                return Capability(item) in self.present
             except ValueError:
                 return False
         return False
 
     def __iter__(self) -> Iterator[Capability]:
-        return (c for c in Capability if c in self._present)
+        return (c for c in Capability if c in self.present)
 
     def __len__(self) -> int:
-        return len(self._present)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Capabilities):
-            return self._present == other._present
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._present)
+        return len(self.present)
 
     def __repr__(self) -> str:
         names = ", ".join(c.value for c in self)
@@ -107,41 +89,41 @@ class Capabilities:
     @property
     def missing(self) -> frozenset[Capability]:
         """The catalog capabilities this class does not offer."""
-        return frozenset(Capability) - self._present
+        return frozenset(Capability) - self.present
 
-    def as_dict(self, owner: str | None = None) -> dict[str, bool]:
+    def as_dict(self, owner: Role | None = None) -> dict[str, bool]:
         """Every catalog capability's name -> whether it is present, in catalog order (only
-        the rows of ``owner``, e.g. ``"LMCacheConnectorV1Impl"``, if given)."""
+        the rows of ``owner``, a role, if given)."""
         caps = Capability if owner is None else owned_by(owner)
-        return {c.value: c in self._present for c in caps}
+        return {c.value: c in self.present for c in caps}
 
 
 class ClassFacts:
     """Everything an adapter needs to know about a class, computed once per class: the role it
-    plays (a catalog owner: ``LMCacheConnectorV1Impl``, ``LMCacheMPSchedulerAdapter``...), the
-    facts of the members the catalog cares about, and the capabilities for that role."""
+    plays (:mod:`lmcache_compat.core.roles`), the facts of the members the catalog cares about,
+    and the capabilities for that role."""
 
     __slots__ = ("_by_role", "capabilities", "cls_name", "role", "surface")
 
-    def __init__(self, cls_name: str, role: str | None, surface: dict[str, MethodFacts]) -> None:
+    def __init__(self, cls_name: str, role: Role | None, surface: dict[str, MethodFacts]) -> None:
         self.cls_name = cls_name
         self.role = role
         self.surface = surface
-        self.capabilities = Capabilities(class_capabilities(role, surface), cls_name)
-        self._by_role: dict[str, Capabilities] = {}
+        self.capabilities = Capabilities.of(class_capabilities(role, surface), cls_name)
+        self._by_role: dict[Role, Capabilities] = {}
 
-    def capabilities_as(self, role: str) -> Capabilities:
+    def capabilities_as(self, role: Role) -> Capabilities:
         """Capabilities if the class plays ``role`` (adapters know the role they wrap)."""
         if role == self.role:
             return self.capabilities
         caps = self._by_role.get(role)
         if caps is None:
-            caps = self._by_role[role] = Capabilities(
+            caps = self._by_role[role] = Capabilities.of(
                 class_capabilities(role, self.surface), self.cls_name
             )
         return caps
 
-    def missing_core(self, role: str) -> tuple[str, ...]:
+    def missing_core(self, role: Role) -> tuple[str, ...]:
         """The methods every release of ``role`` has that this class lacks."""
         return missing_core(role, self.surface)
 
@@ -155,8 +137,8 @@ _LOCK = threading.Lock()
 _NAMES_OF_INTEREST: Final = tuple(
     dict.fromkeys(
         [row.method for row in CATALOG]
-        + [m for core in ROLE_CORE_METHODS.values() for m in core]
-        + [m for names in OTHER_MEMBERS.values() for m in names]
+        + [name for role in ROLES for name, _ in role.core]
+        + [name for role in ROLES for name in role.older]
     )
 )
 
@@ -288,13 +270,14 @@ def live_surface(cls: type, names: Iterable[str] | None = None) -> dict[str, Met
     return surface
 
 
-def _role_of(cls: type, surface: dict[str, MethodFacts]) -> str | None:
-    """The catalog owner ``cls`` stands for: by name along the MRO, else by the core methods
-    it has (a fake or third-party engine)."""
+def _role_of(cls: type, surface: dict[str, MethodFacts]) -> Role | None:
+    """The role ``cls`` plays: by class name along the MRO, else by the core methods it has (a
+    fake or third-party engine)."""
     for klass in cls.__mro__:
-        if klass.__name__ in ROLE_CORE_METHODS:
-            return klass.__name__
-    for role in ROLE_CORE_METHODS:
+        role = role_named(klass.__name__)
+        if role is not None:
+            return role
+    for role in ROLES:
         if not missing_core(role, surface):
             return role
     return None

@@ -9,7 +9,7 @@ is only known to exist (:data:`DEFAULT`), so live and static facts compare equal
 
 from __future__ import annotations
 
-import ast
+import functools
 import inspect
 import sys
 import threading
@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from lmcache_compat.core.annotations import substitute
+
 __all__ = [
     "DEFAULT",
     "MethodFacts",
-    "annotation_admits_none",
-    "annotation_words",
     "facts_of",
     "from_json",
     "init_facts",
@@ -113,6 +113,42 @@ class MethodFacts:
             return False
         return True
 
+    def binds_keywords(self, names: Iterable[str]) -> bool:
+        """Whether a call passing each of ``names`` by keyword (and nothing else) binds (every
+        name an explicit parameter: ``**kwargs`` would swallow a name it does not know)."""
+        names = tuple(names)
+        if self.signature is None:
+            return True
+        if not all(self.accepts_keyword(n) for n in names):
+            return False
+        try:
+            self.signature.bind(**dict.fromkeys(names))
+        except TypeError:
+            return False
+        return True
+
+    def call_shape(self, names: tuple[str, ...]) -> Literal["positional", "keyword"] | None:
+        """How a call of these parameters, in this order, binds to this signature.
+
+        ``keyword`` when every name is an explicit parameter but they are not, in this order,
+        the leading positional parameters (some turned keyword-only, or the order changed):
+        passing them by name is the only certain call. Otherwise ``positional`` when a call
+        with that many positional arguments binds (the documented calling convention; the
+        release may name them differently), else ``keyword`` when one by name binds, else
+        ``None``."""
+        if self.signature is None:
+            return "positional"
+        named = bool(names) and all(self.accepts_keyword(n) for n in names)
+        positional = [
+            p.name for p in self.params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)
+        ]
+        in_order = tuple(positional[: len(names)]) == names
+        if named and not in_order:
+            return "keyword" if self.binds_keywords(names) else None
+        if self.binds(len(names)):
+            return "positional"
+        return "keyword" if self.binds_keywords(names) else None
+
 
 def make_signature(
     params: Iterable[inspect.Parameter], returns: str | None = None
@@ -134,10 +170,30 @@ if sys.version_info >= (3, 14):  # pragma: no cover - exercised on 3.14 only
     _SIGNATURE_KW["annotation_format"] = annotationlib.Format.STRING
 
 
-def _text(annotation: object) -> object:
-    if annotation is P.empty or isinstance(annotation, str):
+def _text(annotation: object, namespace: Mapping[str, Any]) -> object:
+    """An annotation's text. A string (quoted, or PEP 563) names aliases by name: each name
+    that is a typing alias in the function's module (``TokenIds = list[int]``) is read as what
+    it stands for (a dictionary read: nothing is evaluated)."""
+    if annotation is P.empty:
         return annotation
+    if isinstance(annotation, str):
+        return substitute(annotation, functools.partial(_alias_text, namespace))
     return inspect.formatannotation(annotation)
+
+
+def _alias_text(namespace: Mapping[str, Any], name: str) -> str | None:
+    value = namespace.get(name)
+    if isinstance(value, (types.GenericAlias, types.UnionType)) or (
+        type(value).__module__ == "typing" and hasattr(value, "__origin__")
+    ):
+        return inspect.formatannotation(value)
+    return None
+
+
+def _namespace(func: Any) -> Mapping[str, Any]:
+    target = func.func if isinstance(func, functools.partial) else func
+    found = getattr(target, "__globals__", None)
+    return found if isinstance(found, dict) else {}
 
 
 _CACHES: dict[bool, weakref.WeakKeyDictionary[Any, MethodFacts]] = {
@@ -154,15 +210,17 @@ def _compute(func: Any, drop_first: bool) -> MethodFacts:
     except Exception:  # C callables without text signatures, broken __signature__ ...
         return MethodFacts(None, is_async=is_async)
     params = list(sig.parameters.values())
+    namespace = _namespace(func)
     if drop_first and params and params[0].kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD):
         params = params[1:]
     model = [
         p.replace(
-            annotation=_text(p.annotation), default=P.empty if p.default is P.empty else DEFAULT
+            annotation=_text(p.annotation, namespace),
+            default=P.empty if p.default is P.empty else DEFAULT,
         )
         for p in params
     ]
-    returns = _text(sig.return_annotation)
+    returns = _text(sig.return_annotation, namespace)
     signature = make_signature(model, None if returns is P.empty else str(returns))
     return MethodFacts(signature, is_async=is_async)
 
@@ -280,89 +338,6 @@ def from_json(names: list[str], detail: Mapping[str, Any] | None = None) -> Meth
         is_async=bool(detail.get("async")),
         dataclass=bool(detail.get("dataclass")),
     )
-
-
-# --- annotations, read as text --------------------------------------------------------------------
-
-_MAX_ANNOTATION = 2000
-
-
-def _parse(annotation: str | None) -> ast.expr | None:
-    if not annotation or len(annotation) > _MAX_ANNOTATION:
-        return None
-    try:
-        return ast.parse(annotation.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _tail(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
-    return None
-
-
-def _admits_none(node: ast.expr, depth: int) -> bool:
-    if depth > 50:
-        return False
-    if isinstance(node, ast.Constant):
-        if node.value is None:
-            return True
-        if isinstance(node.value, str) and depth < 5:  # a quoted forward reference
-            inner = _parse(node.value)
-            return inner is not None and _admits_none(inner, depth + 1)
-        return False
-    if _tail(node) in ("None", "NoneType"):
-        return True
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        return _admits_none(node.left, depth + 1) or _admits_none(node.right, depth + 1)
-    if isinstance(node, ast.Subscript):
-        head = _tail(node.value)
-        if head == "Optional":
-            return True
-        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if head == "Union":
-            return any(_admits_none(a, depth + 1) for a in args)
-        if head == "Annotated":
-            return _admits_none(args[0], depth + 1)
-    return False
-
-
-def annotation_admits_none(annotation: str | None) -> bool:
-    """Whether an annotation's source text admits ``None`` (``Optional[X]``, ``Union[..., None]``,
-    ``X | None``, ``None``, with or without a module prefix). No text, unparsable or oversized
-    text gives ``False``: a method that does not say it may return None returns a value."""
-    node = _parse(annotation)
-    return node is not None and _admits_none(node, 0)
-
-
-def annotation_words(annotation: str | None) -> tuple[str, ...]:
-    """The names an annotation is made of, outermost first (``list[bytes]`` -> ``("list",
-    "bytes")``, ``Optional[Sequence[int]]`` -> ``("Optional", "Sequence", "int")``); ``()`` for
-    no text. Prefixes (``typing.``) are dropped; quoted forward references are read."""
-    node = _parse(annotation)
-    out: list[str] = []
-
-    def walk(n: ast.AST, depth: int) -> None:
-        if depth > 20 or len(out) > 50:
-            return
-        if isinstance(n, ast.Constant) and isinstance(n.value, str):
-            inner = _parse(n.value)
-            if inner is not None:
-                walk(inner, depth + 1)
-            return
-        tail = _tail(n) if isinstance(n, ast.expr) else None
-        if tail is not None:
-            out.append(tail)
-            return
-        for child in ast.iter_child_nodes(n):
-            walk(child, depth + 1)
-
-    if node is not None:
-        walk(node, 0)
-    return tuple(out)
 
 
 #: Raw class-``__dict__`` entries that are plain functions for :func:`facts_of`.

@@ -1,19 +1,20 @@
 """The one rule that turns a class's surface into capabilities.
 
 A *surface* maps member names to :class:`~lmcache_compat.core.signatures.MethodFacts`. The live
-probe
-(:mod:`lmcache_compat.core.probes`) builds one from a class's ``__dict__`` entries, the static
-scanner
-(:mod:`lmcache_compat.scan.scanner`) from ``ast`` without importing anything; both then ask
-:func:`satisfies`, so a release's capabilities mean the same thing whichever way they were found.
+probe (:mod:`lmcache_compat.core.probes`) builds one from a class's ``__dict__`` entries, the
+static scanner (:mod:`lmcache_compat.scan.scanner`) from ``ast`` without importing anything;
+both then ask :func:`satisfies`, so a release's capabilities mean the same thing whichever way
+they were found.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from lmcache_compat.core.catalog import CATALOG, ROLE_CORE_METHODS, Capability, CapabilitySpec
-from lmcache_compat.core.signatures import MethodFacts, annotation_admits_none, render_params
+from lmcache_compat.core.annotations import admits_none
+from lmcache_compat.core.catalog import CATALOG, Capability, CapabilitySpec
+from lmcache_compat.core.roles import Role
+from lmcache_compat.core.signatures import MethodFacts, render_params
 
 __all__ = [
     "class_capabilities",
@@ -21,10 +22,13 @@ __all__ = [
     "release_capabilities",
     "render_surface",
     "satisfies",
+    "undecided",
 ]
 
+Surface = Mapping[str, MethodFacts]
 
-def render_surface(surface: Mapping[str, MethodFacts]) -> dict[str, list[str]]:
+
+def render_surface(surface: Surface) -> dict[str, list[str]]:
     """A class's methods (not properties) as ``surfaces`` JSON renders them, sorted by name."""
     return {
         name: render_params(facts)
@@ -33,14 +37,8 @@ def render_surface(surface: Mapping[str, MethodFacts]) -> dict[str, list[str]]:
     }
 
 
-def satisfies(spec: CapabilitySpec, facts: MethodFacts | None) -> bool:
-    """Whether one member's facts carry one catalog capability (for a ``class`` row: whether
-    the class exists at all, which the caller decides).
-
-    A method carries a capability only if a call of the catalog's shape binds to its signature;
-    an ``async def`` never carries one (every catalog method is called synchronously, and a
-    coroutine that is never awaited does nothing).
-    """
+def _decide(spec: CapabilitySpec, facts: MethodFacts | None) -> bool | None:
+    """``True``/``False``, or ``None`` when the member's facts cannot be classified."""
     if facts is None:
         return False
     if spec.kind == "property":
@@ -51,25 +49,53 @@ def satisfies(spec: CapabilitySpec, facts: MethodFacts | None) -> bool:
         return spec.rule(facts)
     if spec.keyword is not None:  # "takes this keyword": other parameters vary by release
         return facts.accepts_keyword(spec.keyword)
-    if not facts.binds(len(spec.params)):
+    if facts.call_shape(spec.params) is None:
         return False
-    return not spec.returns_none or annotation_admits_none(facts.returns)
+    return not spec.returns_none or admits_none(facts.returns)
 
 
-def missing_core(role: str, surface: Mapping[str, MethodFacts]) -> tuple[str, ...]:
-    """The methods every release of ``role`` has that this surface lacks (or cannot call)."""
-    out = []
-    for name, params in ROLE_CORE_METHODS[role].items():
-        facts = surface.get(name)
-        if facts is None or facts.kind != "method" or not facts.binds(len(params)):
-            out.append(name)
-    return tuple(out)
+def satisfies(spec: CapabilitySpec, facts: MethodFacts | None) -> bool:
+    """Whether one member's facts carry one catalog capability (for a ``class`` row: whether
+    the class exists at all, which the caller decides).
+
+    A method carries a capability only if a call of the catalog's shape binds to its signature
+    (a parameter turning keyword-only still binds by keyword; ``**kwargs`` never counts for a
+    keyword); an ``async def`` never carries one (every catalog method is called
+    synchronously). Facts a rule cannot classify do not carry it (:func:`undecided` says so).
+    """
+    return _decide(spec, facts) is True
 
 
-def class_capabilities(
-    role: str | None, surface: Mapping[str, MethodFacts]
-) -> frozenset[Capability]:
-    """The capabilities a class playing ``role`` (a catalog owner name) carries."""
+def undecided(classes: Mapping[str, Surface]) -> dict[str, str]:
+    """Capability -> why it could not be decided from these surfaces (a member whose
+    annotation no rule can classify), for the capabilities reported absent for that reason."""
+    out: dict[str, str] = {}
+    for row in CATALOG:
+        for owner in row.owners:
+            surface = classes.get(owner.name)
+            if surface is None or row.kind == "class":
+                continue
+            facts = surface.get(row.method)
+            if facts is not None and _decide(row, facts) is None:
+                out[row.capability.value] = (
+                    f"{owner.name}.{row.method}: its token parameter's annotation is none of "
+                    "the forms lmcache-compat knows"
+                )
+    return out
+
+
+def missing_core(role: Role, surface: Surface) -> tuple[str, ...]:
+    """The methods every release of ``role`` has that this surface lacks (absent, or not a
+    synchronous method). How each is called is the adapters' decision, from its signature."""
+    return tuple(
+        name
+        for name, _ in role.core
+        if (facts := surface.get(name)) is None or facts.kind != "method" or facts.is_async
+    )
+
+
+def class_capabilities(role: Role | None, surface: Surface) -> frozenset[Capability]:
+    """The capabilities a class playing ``role`` carries."""
     if role is None:
         return frozenset()
     return frozenset(
@@ -79,13 +105,13 @@ def class_capabilities(
     )
 
 
-def release_capabilities(classes: Mapping[str, Mapping[str, MethodFacts]]) -> dict[str, bool]:
-    """Every catalog capability -> whether a release whose classes have these surfaces carries
-    it (every owner class must exist and carry it)."""
+def release_capabilities(classes: Mapping[str, Surface]) -> dict[str, bool]:
+    """Every catalog capability -> whether a release whose classes (by upstream name) have
+    these surfaces carries it (every owner class must exist and carry it)."""
     return {
         row.capability.value: all(
-            owner in classes
-            and (row.kind == "class" or satisfies(row, classes[owner].get(row.method)))
+            owner.name in classes
+            and (row.kind == "class" or satisfies(row, classes[owner.name].get(row.method)))
             for owner in row.owners
         )
         for row in CATALOG

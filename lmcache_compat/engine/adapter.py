@@ -12,11 +12,13 @@ argument table (:mod:`lmcache_compat.core.arguments`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
-from lmcache_compat.core.adapter import BoundAdapter, missing_error
-from lmcache_compat.core.arguments import Downgrades
-from lmcache_compat.core.catalog import ENGINE, Capability, fallback_table
+from lmcache_compat.core.adapter import BoundAdapter
+from lmcache_compat.core.arguments import Downgrades, normalise_allow
+from lmcache_compat.core.binding import Options, bind, missing_error
+from lmcache_compat.core.catalog import Capability, fallback_table
+from lmcache_compat.core.roles import ENGINE
 from lmcache_compat.core.signatures import facts_of
 from lmcache_compat.engine.calls import (
     engine_get_or_create,
@@ -28,28 +30,11 @@ from lmcache_compat.engine.calls import (
 
 __all__ = ["EngineAdapter", "get_or_create_engine"]
 
-_E = TypeVar("_E", bound="EngineAdapter")
-
 
 class EngineAdapter(BoundAdapter):
     """Uniform adapter over an ``LMCacheEngine`` of any release (see the module docstring)."""
 
-    __slots__ = (
-        "allow",
-        "close",
-        "freeze",
-        "get_kv_events",
-        "is_frozen",
-        "is_healthy",
-        "lookup",
-        "prefetch",
-        "retrieve",
-        "store",
-        "unpin",
-    )
-    _ROLE = ENGINE
-    _PASS_THROUGH = ("store", "retrieve", "close")
-    _RAISE_WHEN_ABSENT = (Capability.ENGINE_FREEZE,)
+    role = ENGINE
 
     store: Callable[..., Any]
     retrieve: Callable[..., Any]
@@ -61,59 +46,63 @@ class EngineAdapter(BoundAdapter):
     get_kv_events: Callable[[], list[Any]]
     freeze: Callable[[bool], None]
     is_frozen: Callable[[], bool]
-    allow: Iterable[str] | bool
+    #: The argument downgrades the caller accepted (``True``: all).
+    allow: frozenset[str] | bool
 
-    def __new__(
-        cls: type[_E],
+    def __init__(
+        self,
         engine: object,
         *,
-        require: Iterable[Capability | str] = (),
+        require: Iterable[Capability | str] | Capability | str = (),
         strict: bool = False,
-        allow: Iterable[str] | bool = (),
-    ) -> _E:
-        self, facts, _ = cls._build(engine, require, strict)
-        if not isinstance(allow, bool):
-            allow = frozenset((allow,) if isinstance(allow, str) else allow)
-        self._set("allow", allow)
-        target, caps = self.target, self.capabilities
-        cls_name = caps.cls_name
-        downgrades = Downgrades(allow, f"{cls_name}.lookup", self.lmcache_version)
-        surface = facts.surface
-        self._set("lookup", engine_lookup(target.lookup, surface["lookup"], downgrades))
+        allow: Iterable[str] | str | bool = (),
+    ) -> None:
+        options = Options.of(require, strict, allow)
+        binding = self._take(
+            bind(
+                engine,
+                self.role,
+                options,
+                adapter=type(self).__name__,
+                core=("store", "retrieve", "close"),
+                raise_absent=(Capability.ENGINE_FREEZE,),
+            )
+        )
+        self.allow = options.allow
+        target, caps, surface = binding.target, binding.capabilities, binding.facts.surface
+        downgrades = binding.downgrades("lookup")
+        self.lookup = engine_lookup(target.lookup, surface["lookup"], downgrades)
         unpin = surface.get("lookup_unpin")
-        self._set("unpin", engine_unpin(target.lookup_unpin if unpin else None, unpin))
+        self.unpin = engine_unpin(target.lookup_unpin if unpin else None, unpin)
         sync = surface.get("prefetch")
         prefetch = engine_prefetch(
             target.async_lookup_and_prefetch if Capability.ENGINE_ASYNC_PREFETCH in caps else None,
             target.prefetch if sync is not None else None,
             sync,
-            downgrades.at(f"{cls_name}.prefetch"),
+            binding.downgrades("prefetch"),
         )
         if prefetch is None:
-            error = missing_error(
-                Capability.ENGINE_ASYNC_PREFETCH.spec, cls_name, self.lmcache_version
-            )
+            error = Capability.ENGINE_ASYNC_PREFETCH.spec
+            cls_name, version = caps.cls_name, self.lmcache_version
 
             def no_prefetch(*args: object, **kwargs: object) -> NoReturn:
-                raise error
+                raise missing_error(error, cls_name, version)
 
             prefetch = no_prefetch
-        self._set("prefetch", prefetch)
-        self._set(
-            "is_healthy",
-            engine_is_healthy(
-                target.is_healthy if Capability.ENGINE_IS_HEALTHY in caps else None,
-                target.health if Capability.ENGINE_HEALTH in caps else None,
-            ),
+        self.prefetch = prefetch
+        self.is_healthy = engine_is_healthy(
+            target.is_healthy if Capability.ENGINE_IS_HEALTHY in caps else None,
+            target.health if Capability.ENGINE_HEALTH in caps else None,
         )
         if Capability.ENGINE_FREEZE in caps and "is_frozen" in surface:
-            self._set("is_frozen", target.is_frozen)
+            self.is_frozen = target.is_frozen
         else:
-            self._set("is_frozen", _not_frozen)
-        return self
+            self.is_frozen = _not_frozen
 
-    def __init__(self, engine: object, **options: Any) -> None:
-        """Bound in ``__new__``."""
+    @property
+    def engine(self) -> Any:
+        """The wrapped ``LMCacheEngine``."""
+        return self.target
 
 
 EngineAdapter.__doc__ = (EngineAdapter.__doc__ or "") + fallback_table(ENGINE)
@@ -148,7 +137,9 @@ def get_or_create_engine(
 
         builder = find(loc.ENGINE_BUILDER)
     name = getattr(builder, "__qualname__", type(builder).__qualname__)
-    downgrades = Downgrades(allow, f"{name}.get_or_create", version_or_none("lmcache"))
+    downgrades = Downgrades(
+        normalise_allow(allow), f"{name}.get_or_create", version_or_none("lmcache")
+    )
     method = builder.get_or_create
     call = engine_get_or_create(method, facts_of(method), downgrades)
     return call(

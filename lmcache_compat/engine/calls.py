@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from lmcache_compat.core.arguments import ARG, Downgrades
+from lmcache_compat.core.arguments import ARG, Applied, Downgrades, apply
 from lmcache_compat.core.catalog import Capability as C
 from lmcache_compat.core.signatures import MethodFacts
 
@@ -29,18 +29,20 @@ CONFIGS = ARG.engine_request_configs.argument  # Capability.ENGINE_REQUEST_CONFI
 #: 0.3.3 pinned lookups by ``request_id=`` (ARG.lookup_id maps it there).
 OLD_ID = "request_id"
 #: 0.3.6 on, ``lookup``'s parameters in this order (defaults None): passed straight through.
-_NEWEST = ["tokens", "hashes", "offsets", "search_range", LOOKUP_ID, "pin", CONFIGS]
+_NEWEST = ("tokens", "hashes", "offsets", "search_range", LOOKUP_ID, "pin", CONFIGS)
 
 
 def engine_lookup(
     method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades
 ) -> Callable[..., Any]:
     """``lookup(tokens, *, lookup_id=None, pin=False, request_configs=None, **kwargs)``."""
-    names = set(facts.names)
-    # 0.3.4: lookup_id=; 0.3.3: request_id=; 0.3.0-0.3.2: no id at all
-    id_name = LOOKUP_ID if LOOKUP_ID in names else OLD_ID if OLD_ID in names else None
-    takes_configs = CONFIGS in names
-    if list(facts.names)[:7] == _NEWEST:
+    # ARG.lookup_id: 0.3.4 lookup_id=; 0.3.3 request_id=; 0.3.0-0.3.2 no id at all (then only
+    # a pinned lookup is a loss: ARG.pinned_lookup)
+    pinned = apply(ARG.pinned_lookup, facts, downgrades, given=_given)
+    older = _older_id(facts.accepts_keyword(OLD_ID), pinned)
+    lookup_id = apply(ARG.lookup_id, facts, downgrades, given=_given, emulate=older)
+    configs = apply(ARG.engine_request_configs, facts, downgrades, keyword=CONFIGS)
+    if lookup_id.takes and configs.takes and facts.call_shape(_NEWEST) == "positional":
         # 0.3.6 on: everything in this order, defaults None: pass straight through
         def lookup_newest(
             tokens: Any,
@@ -66,21 +68,33 @@ def engine_lookup(
         request_configs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
-        if lookup_id is not None:
-            if id_name is not None:
-                kwargs[id_name] = lookup_id
-            elif pin:
-                downgrades.refuse(ARG.pinned_lookup)
         if pin:
             kwargs["pin"] = True
-        if request_configs:
-            if takes_configs:
-                kwargs[CONFIGS] = request_configs
-            else:
-                downgrades.refuse(ARG.engine_request_configs)
+        put_id(kwargs, lookup_id)
+        configs.put(kwargs, request_configs)
         return method(tokens, **kwargs)
 
+    put_id = lookup_id.put
     return lookup
+
+
+def _given(value: Any) -> bool:
+    return value is not None
+
+
+def _older_id(takes_old_id: bool, pinned: Applied) -> Callable[[dict[str, Any], Any], None]:
+    """``ARG.lookup_id`` before 0.3.4: ``request_id=`` on 0.3.3; before, dropped unless the
+    lookup is pinned (a pinned lookup could never be unpinned: ``ARG.pinned_lookup``)."""
+
+    def older(kwargs: dict[str, Any], lookup_id: Any) -> None:
+        if lookup_id is None:
+            return
+        if takes_old_id:
+            kwargs[OLD_ID] = lookup_id
+        elif kwargs.get("pin"):
+            pinned.put(kwargs, lookup_id)
+
+    return older
 
 
 def engine_unpin(
@@ -95,7 +109,7 @@ def engine_unpin(
 
         return unpin_nothing
     # ARG.unpin (Capability.ENGINE_SINGLE_UNPIN): one id from 0.3.9, a list before
-    if C.ENGINE_SINGLE_UNPIN.spec.keyword in facts.names:
+    if facts.accepts_keyword(C.ENGINE_SINGLE_UNPIN.spec.keyword or ""):
         return method
     target = method
 
@@ -122,8 +136,7 @@ def engine_prefetch(
         return prefetch_async
     if sync_method is None or sync_facts is None:
         return None
-    names = set(sync_facts.names)
-    takes_configs = CONFIGS in names
+    configs = apply(ARG.engine_request_configs, sync_facts, downgrades, keyword=CONFIGS)
     old = sync_method
 
     def prefetch_sync(
@@ -133,11 +146,7 @@ def engine_prefetch(
         request_configs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> Any:
-        if request_configs:
-            if takes_configs:
-                kwargs[CONFIGS] = request_configs
-            else:
-                downgrades.refuse(ARG.engine_request_configs)
+        configs.put(kwargs, request_configs)
         return old(tokens, **kwargs)
 
     return prefetch_sync
@@ -185,8 +194,10 @@ def engine_get_or_create(
     broadcast_object_fn=None)`` over ``LMCacheEngineBuilder.get_or_create``: the broadcast
     functions appeared in 0.3.4 (optional) and are required from 0.3.5; where required and not
     given, single-process defaults are passed (correct for one rank only)."""
-    takes = "broadcast_fn" in facts.names  # 0.3.4
-    required = facts.required("broadcast_fn")  # 0.3.5
+    # ARG.broadcast_fn (0.3.4); ARG.broadcast_required (0.3.5): single-process defaults
+    broadcast = apply(ARG.broadcast_fn, facts, downgrades, given=_given)
+    takes = broadcast.takes
+    required = facts.required(broadcast.keyword)
 
     def get_or_create(
         instance_id: str,
@@ -203,8 +214,8 @@ def engine_get_or_create(
                 kwargs["broadcast_fn"] = broadcast_fn or _no_broadcast
             if broadcast_object_fn is not None or required:
                 kwargs["broadcast_object_fn"] = broadcast_object_fn or _same_object
-        elif broadcast_fn is not None or broadcast_object_fn is not None:
-            downgrades.refuse(ARG.broadcast_fn)
+        else:
+            broadcast.put(kwargs, broadcast_fn or broadcast_object_fn)
         return method(instance_id, config, metadata, gpu_connector, **kwargs)
 
     return get_or_create

@@ -2,10 +2,11 @@
 
 ``MPSchedulerAdapter`` wraps an ``LMCacheMPSchedulerAdapter`` and ``MPWorkerAdapter`` an
 ``LMCacheMPWorkerAdapter``: either one you built, or one built for you from the caller's facts
-(:class:`MPConfig`) with :meth:`MPSchedulerAdapter.create` / :meth:`MPWorkerAdapter.create`,
-mapped onto whichever constructor the installed release has. Calls take the newest upstream
-names and keywords; :mod:`lmcache_compat.mp.scheduler_calls` maps them onto the release, once, at
-construction. Nothing here imports LMCache unless :meth:`create` is asked to find the classes
+(:class:`~lmcache_compat.mp.config.MPConfig`) with :meth:`MPSchedulerAdapter.create` /
+:meth:`MPWorkerAdapter.create`, mapped onto whichever constructor the installed release has.
+Calls take the newest upstream names and keywords; :mod:`lmcache_compat.mp.scheduler_calls` and
+:mod:`lmcache_compat.mp.worker_calls` map them onto the release, once, at construction. Nothing
+here imports LMCache unless :meth:`~MPSchedulerAdapter.create` is asked to find the classes
 (where :mod:`lmcache_compat.upstream.locations` says, or wherever the release moved them).
 """
 
@@ -16,26 +17,37 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any, ClassVar, NoReturn, TypeVar
 
-from lmcache_compat.core.adapter import BoundAdapter, _property_getter
-from lmcache_compat.core.arguments import Downgrades
-from lmcache_compat.core.catalog import MP_SCHEDULER, MP_WORKER, Capability, fallback_table
+from lmcache_compat.core.adapter import BoundAdapter
+from lmcache_compat.core.arguments import Downgrades, normalise_allow
+from lmcache_compat.core.binding import Options, bind, property_getter
+from lmcache_compat.core.catalog import Capability, fallback_table
 from lmcache_compat.core.probes import facts_for_class
-from lmcache_compat.core.tokens import Pack, key_encoding, token_field
+from lmcache_compat.core.roles import MP_SCHEDULER, MP_WORKER
+from lmcache_compat.core.signatures import init_facts
+from lmcache_compat.core.tokens import Pack, TokenParameter, token_parameter
 from lmcache_compat.errors import NotAnEngineError
 from lmcache_compat.mp.config import SERVERS, MPConfig, mp_init_call
 from lmcache_compat.mp.scheduler_calls import (
-    mp_check_lookup_result,
-    mp_free_lookup_locks,
-    mp_lookup,
+    check_lookup_result_call,
+    free_lookup_locks_call,
+    lookup_call,
 )
-from lmcache_compat.mp.worker_calls import load_store_op_factory, mp_register_kv_caches, mp_submit
+from lmcache_compat.mp.worker_calls import (
+    load_store_op_factory,
+    register_kv_caches_call,
+    submit_call,
+)
 from lmcache_compat.upstream import locations as loc
 
-__all__ = ["MPConfig", "MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
+__all__ = ["MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
 
 _M = TypeVar("_M", bound="_MPAdapter")
-_S = TypeVar("_S", bound="MPSchedulerAdapter")
-_W = TypeVar("_W", bound="MPWorkerAdapter")
+
+#: Where the release's codec is looked for (error messages say so when it is not found).
+_MISSING_PACK = (
+    f"no {loc.PACK_TOKEN_IDS.name} was found beside it (its module, or "
+    f"{', '.join(loc.PACK_TOKEN_IDS.modules)})"
+)
 
 
 def _module_of(cls: type) -> ModuleType | None:
@@ -43,25 +55,27 @@ def _module_of(cls: type) -> ModuleType | None:
 
 
 def _resolve_module(module: ModuleType | str | None, place: loc.Place) -> ModuleType:
-    import importlib
+    import importlib  # only create() imports LMCache, and only the module that defines it
 
     if isinstance(module, ModuleType):
         return module
     if module is not None:
         return importlib.import_module(module)
-    from lmcache_compat.upstream.resolve import where
+    from lmcache_compat.upstream.resolve import where  # reads files: imports nothing
 
     dotted, _ = where(place)
     return importlib.import_module(dotted)
 
 
+def _takes_packed(found: TokenParameter | object) -> bool:
+    return isinstance(found, TokenParameter) and found.encoding == "packed"
+
+
 def _release_packer(cls: type, needed: bool) -> Pack | None:
     """The release's own ``pack_token_ids``: the one its adapter module imports, if it does, else
-    the codec module :mod:`lmcache_compat.upstream.locations` names (0.5.7rc2's adapter module
-    imports
-    only ``unpack_token_ids``; its metadata module packs with
-    ``lmcache.v1.multiprocess.token_codec.pack_token_ids``). Looked up only when the release
-    takes packed token ids."""
+    where :mod:`lmcache_compat.upstream.locations` says the codec lives (0.5.7rc2's adapter
+    module imports only ``unpack_token_ids``). Looked up only when the release takes packed
+    token ids."""
     if not needed:
         return None
     module = _module_of(cls)
@@ -69,12 +83,12 @@ def _release_packer(cls: type, needed: bool) -> Pack | None:
     if callable(pack):
         return pack  # type: ignore[no-any-return]
     from lmcache_compat.errors import UpstreamNotFoundError
-    from lmcache_compat.upstream.resolve import find
+    from lmcache_compat.upstream.resolve import find  # imports only the codec's module
 
     try:
         found = find(loc.PACK_TOKEN_IDS)
     except UpstreamNotFoundError:
-        return None  # mp_calls raises a clear error when the packer is needed
+        return None  # the calls raise a clear error when the packer is needed
     return found if callable(found) else None
 
 
@@ -84,11 +98,12 @@ def mp_init_kwargs(
     context: Any,
     *,
     parallel_strategy_cls: type | None = None,
-    allow: Iterable[str] | bool = (),
+    allow: Iterable[str] | str | bool = (),
     version: str | None = None,
 ) -> dict[str, Any]:
-    """The keyword arguments :meth:`create` passes to ``adapter_cls(...)`` (scheduler or worker,
-    told apart by the class's role), without constructing anything."""
+    """The keyword arguments :meth:`~MPSchedulerAdapter.create` passes to
+    ``adapter_cls(...)`` (scheduler or worker, told apart by the class's role), without
+    constructing anything."""
     role = facts_for_class(adapter_cls).role
     if role not in (MP_SCHEDULER, MP_WORKER):
         raise NotAnEngineError(f"{adapter_cls.__qualname__} is not an LMCache MP adapter class")
@@ -99,20 +114,21 @@ def mp_init_kwargs(
         context,
         worker=role == MP_WORKER,
         parallel_strategy_cls=parallel_strategy_cls,
-        downgrades=Downgrades(allow, where, version),
+        downgrades=Downgrades(normalise_allow(allow), where, version),
     )
 
 
 class _MPAdapter(BoundAdapter):
-    __slots__ = ("allow", "is_healthy", "servers")
     _PLACE: ClassVar[loc.Place]
 
     is_healthy: Callable[[], bool]
-    allow: Iterable[str] | bool
     #: ``{server URL: its LMCache release, or None when unknown}`` for the servers the adapter
     #: talks to, as :meth:`create` learned them (``MPConfig.http_urls``); ``{}`` when the
     #: release's adapter was wrapped directly. Error messages read it.
     servers: dict[str, str | None]
+
+    #: The argument downgrades the caller accepted (``True``: all).
+    allow: frozenset[str] | bool
 
     @classmethod
     def create(
@@ -121,7 +137,7 @@ class _MPAdapter(BoundAdapter):
         config: MPConfig,
         *,
         module: ModuleType | str | None = None,
-        allow: Iterable[str] | bool = (),
+        allow: Iterable[str] | str | bool = (),
         require: Iterable[Capability | str] = (),
         strict: bool = False,
     ) -> _M:
@@ -132,10 +148,10 @@ class _MPAdapter(BoundAdapter):
         downgrade is accepted (see :mod:`lmcache_compat.core.arguments`), or ``True`` for all.
 
         With ``config.http_urls``, each server this adapter talks to is asked for its release
-        over HTTP first (:mod:`lmcache_compat.mp.server`, a short timeout, nothing connected
-        yet): :class:`~lmcache_compat.errors.MPVersionMismatchError` if it is not the installed
-        LMCache, :class:`~lmcache_compat.errors.MPServerError` if a front end cannot be reached.
-        A front end that does not report its release leaves it unknown.
+        over HTTP first (:mod:`lmcache_compat.mp.server`, a total deadline per exchange, nothing
+        connected yet): :class:`~lmcache_compat.errors.MPVersionMismatchError` if it is not the
+        installed LMCache, :class:`~lmcache_compat.errors.MPServerError` if a front end cannot
+        be reached. A front end that does not report its release leaves it unknown.
         """
         from lmcache_compat.versions import version_or_none
 
@@ -164,13 +180,6 @@ class _MPAdapter(BoundAdapter):
         adapter.servers.update(servers)
         return adapter
 
-    def _bind_allow(self, allow: Iterable[str] | bool) -> Downgrades:
-        if not isinstance(allow, bool):
-            allow = frozenset((allow,) if isinstance(allow, str) else allow)
-        self._set("allow", allow)
-        self._set("servers", {})
-        return Downgrades(allow, self.capabilities.cls_name, self.lmcache_version)
-
 
 class MPSchedulerAdapter(_MPAdapter):
     """Uniform adapter over ``LMCacheMPSchedulerAdapter`` (0.3.13 on).
@@ -179,7 +188,8 @@ class MPSchedulerAdapter(_MPAdapter):
     reserve_last_token, start)`` returns what the release returns: ``None`` before 0.5.7rc2,
     from 0.5.7rc2 a ``bool`` (whether a LOOKUP went out). ``free_lookup_locks(token_ids, start,
     end, request_id, *, cache_salt, request_configs, extra_ranges)``. Token ids are a sequence
-    of ints, packed with the release's own codec where it takes bytes.
+    of ints, packed with the release's own codec where it takes bytes (any bytes-like object is
+    taken as already packed, and passed as the same bytes to every call).
     ``cleanup_lookup_result`` and ``num_blocks_per_chunk`` are the release's own.
 
     ``check_lookup_result(request_id)`` returns the release's hit count (``None``: not finished)
@@ -192,20 +202,8 @@ class MPSchedulerAdapter(_MPAdapter):
     is bound (a lost reply stays ``None``, or blocks where that release waits without a timeout).
     """
 
-    __slots__ = (
-        "check_lookup_result",
-        "cleanup_lookup_result",
-        "end_session",
-        "free_lookup_locks",
-        "lookup",
-        "num_blocks_per_chunk",
-        "report_block_allocations",
-        "reset_cache",
-        "shutdown",
-    )
-    _ROLE = MP_SCHEDULER
+    role = MP_SCHEDULER
     _PLACE = loc.MP_SCHEDULER
-    _PASS_THROUGH = ("check_lookup_result", "cleanup_lookup_result", "num_blocks_per_chunk")
 
     lookup: Callable[..., bool | None]
     check_lookup_result: Callable[[str], int | None]
@@ -217,56 +215,53 @@ class MPSchedulerAdapter(_MPAdapter):
     shutdown: Callable[[], None]
     reset_cache: Callable[[], bool]
 
-    def __new__(
-        cls: type[_S],
+    def __init__(
+        self,
         target: object,
         *,
-        require: Iterable[Capability | str] = (),
+        require: Iterable[Capability | str] | Capability | str = (),
         strict: bool = False,
-        allow: Iterable[str] | bool = (),
-    ) -> _S:
-        self, facts, target_cls = cls._build(target, require, strict)
-        downgrades = self._bind_allow(allow)
-        name = self.capabilities.cls_name
-        if Capability.MP_HEALTH_CHECK in self.capabilities:
+        allow: Iterable[str] | str | bool = (),
+    ) -> None:
+        options = Options.of(require, strict, allow)
+        core = ("check_lookup_result", "cleanup_lookup_result", "num_blocks_per_chunk")
+        binding = self._take(
+            bind(target, self.role, options, adapter=type(self).__name__, core=core)
+        )
+        self.allow = options.allow
+        self.servers = {}
+        caps, engine = binding.capabilities, binding.engine
+        if Capability.MP_HEALTH_CHECK in caps:
             from lmcache_compat.mp.server import lookup_failure
 
-            client, servers, where = self.lmcache_version, self.servers, name.rsplit(".", 1)[-1]
+            client, servers = self.lmcache_version, self.servers
+            where = caps.cls_name.rsplit(".", 1)[-1]
 
             def failure(request_id: str) -> Exception:  # create() fills `servers` in place
                 return lookup_failure(request_id, client, servers, where)
 
-            health = _property_getter(target_cls, Capability.MP_HEALTH_CHECK.spec.method)
-            self._set(
-                "check_lookup_result",
-                mp_check_lookup_result(self.target.check_lookup_result, health, target, failure),
+            health = property_getter(binding.target_cls, Capability.MP_HEALTH_CHECK.spec.method)
+            self.check_lookup_result = check_lookup_result_call(
+                engine.check_lookup_result, health, engine, failure
             )
-        lookup_facts = facts.surface["maybe_submit_lookup_request"]
-        pack = _release_packer(target_cls, key_encoding(lookup_facts, 1) == "packed")
-        self._set(
-            "lookup",
-            mp_lookup(
-                self.target.maybe_submit_lookup_request,
-                lookup_facts,
-                downgrades.at(f"{name}.maybe_submit_lookup_request"),
-                pack,
-            ),
+        lookup = binding.surface("maybe_submit_lookup_request")
+        pack = _release_packer(binding.target_cls, _takes_packed(token_parameter(lookup)))
+        self.lookup = lookup_call(
+            engine.maybe_submit_lookup_request,
+            lookup,
+            binding.downgrades("maybe_submit_lookup_request"),
+            pack,
+            _MISSING_PACK,
         )
-        if Capability.MP_FREE_LOOKUP_LOCKS in self.capabilities:
-            free_facts = facts.surface["free_lookup_locks"]
-            self._set(
-                "free_lookup_locks",
-                mp_free_lookup_locks(
-                    self.target.free_lookup_locks,
-                    free_facts,
-                    downgrades.at(f"{name}.free_lookup_locks"),
-                    pack or _release_packer(target_cls, key_encoding(free_facts, 0) == "packed"),
-                ),
+        if Capability.MP_FREE_LOOKUP_LOCKS in caps:
+            free = binding.surface("free_lookup_locks")
+            self.free_lookup_locks = free_lookup_locks_call(
+                engine.free_lookup_locks,
+                free,
+                binding.downgrades("free_lookup_locks"),
+                pack or _release_packer(binding.target_cls, _takes_packed(token_parameter(free))),
+                _MISSING_PACK,
             )
-        return self
-
-    def __init__(self, target: object, **options: Any) -> None:
-        """Bound in ``__new__``."""
 
 
 class MPWorkerAdapter(_MPAdapter):
@@ -282,26 +277,8 @@ class MPWorkerAdapter(_MPAdapter):
     adapter's module.
     """
 
-    __slots__ = (
-        "batched_submit_retrieve_requests",
-        "batched_submit_store_requests",
-        "get_block_ids_with_load_errors",
-        "get_failed_request_ids",
-        "get_finished",
-        "get_finished_with_lazy_offload",
-        "get_kv_events",
-        "handle_preemptions",
-        "make_load_store_op",
-        "num_blocks_per_chunk",
-        "register_kv_caches",
-        "shutdown",
-        "submit_retrieve_request",
-        "submit_store_request",
-    )
-    _ROLE = MP_WORKER
+    role = MP_WORKER
     _PLACE = loc.MP_WORKER
-    _PASS_THROUGH = ("get_finished", "num_blocks_per_chunk", "shutdown")
-    _RAISE_WHEN_ABSENT = (Capability.MP_LAZY_OFFLOAD,)
 
     register_kv_caches: Callable[..., None]
     submit_store_request: Callable[..., None]
@@ -318,26 +295,33 @@ class MPWorkerAdapter(_MPAdapter):
     get_kv_events: Callable[[], list[Any]]
     get_failed_request_ids: Callable[[], set[str]]
 
-    def __new__(
-        cls: type[_W],
+    def __init__(
+        self,
         target: object,
         *,
-        require: Iterable[Capability | str] = (),
+        require: Iterable[Capability | str] | Capability | str = (),
         strict: bool = False,
-        allow: Iterable[str] | bool = (),
+        allow: Iterable[str] | str | bool = (),
         load_store_op: type | None = None,
-    ) -> _W:
-        self, facts, target_cls = cls._build(target, require, strict)
-        downgrades = self._bind_allow(allow)
-        name = self.capabilities.cls_name
-        engine: Any = self.target
-        self._set(
-            "register_kv_caches",
-            mp_register_kv_caches(
-                engine.register_kv_caches,
-                facts.surface["register_kv_caches"],
-                downgrades.at(f"{name}.register_kv_caches"),
-            ),
+    ) -> None:
+        options = Options.of(require, strict, allow)
+        binding = self._take(
+            bind(
+                target,
+                self.role,
+                options,
+                adapter=type(self).__name__,
+                core=("get_finished", "num_blocks_per_chunk", "shutdown"),
+                raise_absent=(Capability.MP_LAZY_OFFLOAD,),
+            )
+        )
+        self.allow = options.allow
+        self.servers = {}
+        engine = binding.engine
+        self.register_kv_caches = register_kv_caches_call(
+            engine.register_kv_caches,
+            binding.surface("register_kv_caches"),
+            binding.downgrades("register_kv_caches"),
         )
         for method, batched in (
             ("submit_store_request", False),
@@ -345,27 +329,23 @@ class MPWorkerAdapter(_MPAdapter):
             ("batched_submit_store_requests", True),
             ("batched_submit_retrieve_requests", True),
         ):
-            submit = mp_submit(
-                getattr(engine, method),
-                facts.surface[method],
-                downgrades.at(f"{name}.{method}"),
-                batched=batched,
+            setattr(
+                self,
+                method,
+                submit_call(
+                    getattr(engine, method),
+                    binding.surface(method),
+                    binding.downgrades(method),
+                    batched=batched,
+                ),
             )
-            self._set(method, submit)
-        if load_store_op is None:
-            module = _module_of(target_cls)
+        op_cls = load_store_op
+        if op_cls is None:
+            module = _module_of(binding.target_cls)
             found = vars(module).get(loc.LOAD_STORE_OP.name) if module is not None else None
-            load_store_op = found if isinstance(found, type) else None
-        if load_store_op is not None:
-            from lmcache_compat.core.signatures import init_facts
-
-            field = token_field(init_facts(load_store_op))
-            pack = _release_packer(target_cls, field is not None and field[1] == "packed")
-            factory = load_store_op_factory(
-                load_store_op, downgrades.at(load_store_op.__qualname__), pack
-            )
-            self._set("make_load_store_op", factory)
-        else:
+            op_cls = found if isinstance(found, type) else None
+        if op_cls is None:
+            name = self.capabilities.cls_name
 
             def no_op_class(*args: object, **kwargs: object) -> NoReturn:
                 raise NotAnEngineError(
@@ -373,11 +353,16 @@ class MPWorkerAdapter(_MPAdapter):
                     "when wrapping the adapter"
                 )
 
-            self._set("make_load_store_op", no_op_class)
-        return self
-
-    def __init__(self, target: object, **options: Any) -> None:
-        """Bound in ``__new__``."""
+            self.make_load_store_op = no_op_class
+            return
+        field = token_parameter(init_facts(op_cls))
+        pack = _release_packer(binding.target_cls, _takes_packed(field))
+        self.make_load_store_op = load_store_op_factory(
+            op_cls,
+            Downgrades(binding.options.allow, op_cls.__qualname__, self.lmcache_version),
+            pack,
+            _MISSING_PACK,
+        )
 
 
 MPSchedulerAdapter.__doc__ = (MPSchedulerAdapter.__doc__ or "") + fallback_table(MP_SCHEDULER)

@@ -9,12 +9,12 @@ the release's ``ParallelStrategy`` by field name. Arguments a release lacks foll
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lmcache_compat.core.arguments import ARG, Downgrades
-from lmcache_compat.core.signatures import MethodFacts, init_facts
+from lmcache_compat.core.arguments import ARG, Downgrades, apply
+from lmcache_compat.core.signatures import init_facts
 from lmcache_compat.errors import UnsupportedArgumentError
 
 __all__ = ["MPConfig", "build_parallel_strategy", "mp_init_call"]
@@ -22,8 +22,6 @@ __all__ = ["MPConfig", "build_parallel_strategy", "mp_init_call"]
 #: The constructor keywords releases gained (each row's name is its capability's keyword).
 SERVERS = ARG.server_urls.argument  # Capability.MP_MULTI_SERVER (0.5.0)
 STRATEGY = ARG.parallel_strategy.argument  # Capability.MP_PARALLEL_STRATEGY (0.4.4)
-ALIGNMENT = ARG.required_chunk_alignment.argument  # Capability.MP_CHUNK_ALIGNMENT (0.5.7rc2)
-EVENTS = ARG.enable_kv_events.argument  # the worker's switch for Capability.MP_KV_EVENTS (0.5.6)
 
 
 @dataclass(frozen=True)
@@ -137,10 +135,6 @@ def _url_tuple(name: str, urls: object) -> tuple[str, ...]:
     return out
 
 
-def _names(facts: MethodFacts) -> set[str]:
-    return set(facts.names)
-
-
 # --- construction -----------------------------------------------------------------------------
 
 
@@ -148,7 +142,7 @@ def build_parallel_strategy(ps_cls: type, config: MPConfig, downgrades: Downgrad
     """A ``ParallelStrategy`` of the release's own field set, built by field name (positional
     order differs between releases)."""
     facts = init_facts(ps_cls)
-    names = _names(facts)
+    names = set(facts.names)
     values: dict[str, Any] = {
         # 0.4.4: KV (MLA-adjusted) and actual world size / worker id, tp and pp
         "use_mla": config.use_mla,
@@ -160,16 +154,18 @@ def build_parallel_strategy(ps_cls: type, config: MPConfig, downgrades: Downgrad
         "vllm_world_size": config.world_size,
         "vllm_worker_id": config.rank,
         "tp_size": config.tp_size,
-        "pp_size": config.pp_size,
         # 0.5.0: number of LMCache servers
         "n_servers": len(config.urls),
         # 0.5.3: use_mla renamed mla_only
         "mla_only": config.use_mla,
-        # 0.5.5: decode context parallel size
-        "dcp_size": config.dcp_size,
     }
-    if config.dcp_size > 1 and "dcp_size" not in names:
-        downgrades.refuse(ARG.dcp_size)
+    # ARG.pp_size is about the constructor (no strategy before 0.4.4); every strategy has it
+    values["pp_size"] = config.pp_size
+    dcp = apply(ARG.dcp_size, facts, downgrades, given=_more_than_one)
+    if dcp.takes:  # 0.5.5: passed as it is (1 included)
+        values[dcp.keyword] = config.dcp_size
+    else:
+        dcp.put(values, config.dcp_size)
     unknown = {p.name for p in facts.params if facts.required(p.name) and p.name not in values}
     if unknown:
         raise UnsupportedArgumentError(
@@ -178,6 +174,14 @@ def build_parallel_strategy(ps_cls: type, config: MPConfig, downgrades: Downgrad
             f"{sorted(unknown)} that lmcache-compat does not know; please report this release",
         )
     return ps_cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _more_than_one(value: Any) -> bool:
+    return bool(value > 1)
+
+
+def _given(value: Any) -> bool:
+    return value is not None
 
 
 def mp_init_call(
@@ -196,60 +200,53 @@ def mp_init_call(
     0.4.5 ``(server_url, context, model_name, vllm_block_size, parallel_strategy, ...)``; 0.4.6
     ``+extra_config``; 0.5.0 scheduler ``server_urls: list[str]``; 0.5.6 worker
     ``+enable_kv_events``; 0.5.7rc2 ``+required_chunk_alignment``. All are passed by name, so
-    positional order never matters.
+    positional order never matters; each optional one goes through its argument row.
     """
     facts = init_facts(cls)
-    names = _names(facts)
+    names = set(facts.names)
     urls = config.urls
     kwargs: dict[str, Any] = {"context": context, "model_name": config.model_name}
-    if SERVERS in names:  # 0.5.0 scheduler: a list, never a bare string
-        kwargs[SERVERS] = list(urls)
-    else:
-        # 0.5.0: the scheduler takes every server; each worker still takes one URL, its node's
-        # (ParallelStrategy gained n_servers then). Before 0.5.0 there is one server.
-        multi_server = parallel_strategy_cls is not None and "n_servers" in _names(
-            init_facts(parallel_strategy_cls)
-        )
-        if len(urls) > 1 and not (worker and multi_server):
-            downgrades.refuse(ARG.several_servers)
-        kwargs["server_url"] = config.local_server_url() if worker and multi_server else urls[0]
+    one_url = _one_server_url(config, worker, parallel_strategy_cls, downgrades)
+    servers = apply(ARG.server_urls, facts, downgrades, given=_given, convert=list, emulate=one_url)
+    servers.put(kwargs, urls)
     kwargs["vllm_block_size"] = config.block_size
-    if STRATEGY in names:  # 0.4.4: a ParallelStrategy dataclass
-        if parallel_strategy_cls is None:
-            raise UnsupportedArgumentError(
-                STRATEGY,
-                f"{cls.__qualname__} takes parallel_strategy but its module has no "
-                "ParallelStrategy class",
-            )
-        kwargs[STRATEGY] = build_parallel_strategy(parallel_strategy_cls, config, downgrades)
-    else:  # 0.3.13-0.4.2: plain world size and rank, MLA-adjusted as vLLM's connector did
+    strategy = apply(
+        ARG.parallel_strategy,
+        facts,
+        downgrades,
+        given=_given,
+        emulate=_world_size_and_rank(config, downgrades),
+    )
+    if strategy.takes and parallel_strategy_cls is None:
+        raise UnsupportedArgumentError(
+            STRATEGY,
+            f"{cls.__qualname__} takes parallel_strategy but its module has no "
+            "ParallelStrategy class",
+        )
+    strategy.put(
+        kwargs,
+        build_parallel_strategy(parallel_strategy_cls, config, downgrades)
+        if strategy.takes and parallel_strategy_cls is not None
+        else config,
+    )
+    if "world_size" in names and strategy.takes:  # 0.4.4 passes both
         kwargs["world_size"] = config.kv_world_size
         kwargs["kv_rank"] = config.kv_rank
-        if config.pp_size > 1:
-            downgrades.refuse(ARG.pp_size)
-    if "world_size" in names and STRATEGY in names:  # 0.4.4 passes both
-        kwargs["world_size"] = config.kv_world_size
-        kwargs["kv_rank"] = config.kv_rank
-    if "tp_size" in names:  # 0.4.1-0.4.4
-        kwargs["tp_size"] = config.tp_size
-    elif STRATEGY not in names and config.use_mla and config.tp_size > 1:
-        downgrades.refuse(ARG.tp_size)
-    for row in (ARG.mq_timeout, ARG.heartbeat_interval):  # 0.4.2; safe to drop before
-        value = getattr(config, row.argument)
-        if value is not None and row.argument in names:
-            kwargs[row.argument] = value
-    if config.extra_config:
-        if "extra_config" in names:  # 0.4.6
-            kwargs["extra_config"] = dict(config.extra_config)
-        else:
-            downgrades.refuse(ARG.extra_config)
-    if config.enable_kv_events and EVENTS in names:  # ARG.enable_kv_events: 0.5.6; else dropped
-        kwargs[EVENTS] = True
-    if config.required_chunk_alignment is not None:
-        if ALIGNMENT in names:  # 0.5.7rc2: negotiated with the server
-            kwargs[ALIGNMENT] = config.required_chunk_alignment
-        else:
-            downgrades.refuse(ARG.required_chunk_alignment)
+    # ARG.tp_size: 0.4.1-0.4.4 take it; before, only MLA caches keyed by it are a loss
+    mla_tp = config.use_mla and config.tp_size > 1 and not strategy.takes
+    tp = apply(ARG.tp_size, facts, downgrades, given=_given)
+    if tp.takes:
+        tp.put(kwargs, config.tp_size)
+    elif mla_tp:
+        tp.put(kwargs, True)
+    for row in (ARG.mq_timeout, ARG.heartbeat_interval):  # 0.4.2; timing only before
+        apply(row, facts, downgrades, given=_given).put(kwargs, getattr(config, row.argument))
+    apply(ARG.extra_config, facts, downgrades, convert=dict).put(kwargs, config.extra_config)
+    # ARG.enable_kv_events (0.5.6): the worker's switch; dropped before (no events to enable)
+    apply(ARG.enable_kv_events, facts, downgrades).put(kwargs, config.enable_kv_events)
+    apply(ARG.required_chunk_alignment, facts, downgrades, given=_given).put(
+        kwargs, config.required_chunk_alignment
+    )
     unknown = {p.name for p in facts.params if facts.required(p.name) and p.name not in kwargs}
     if unknown:
         raise UnsupportedArgumentError(
@@ -258,3 +255,39 @@ def mp_init_call(
             f"{sorted(unknown)}, which lmcache-compat does not know; please report this release",
         )
     return {k: v for k, v in kwargs.items() if k in names or facts.signature is None}
+
+
+def _one_server_url(
+    config: MPConfig, worker: bool, parallel_strategy_cls: type | None, downgrades: Downgrades
+) -> Callable[[dict[str, Any], Any], None]:
+    """``ARG.server_urls`` before 0.5.0 (and the 0.5.x worker): one URL, as the string
+    ``server_url`` (never split). 0.5.0's workers take their node's server (``ParallelStrategy``
+    gained ``n_servers`` then); several servers elsewhere are ``ARG.several_servers``."""
+    multi_server = (
+        parallel_strategy_cls is not None and "n_servers" in init_facts(parallel_strategy_cls).names
+    )
+    several = apply(ARG.several_servers, None, downgrades, given=_more_than_one)
+
+    def one_url(kwargs: dict[str, Any], urls: Any) -> None:
+        if worker and multi_server:
+            kwargs["server_url"] = config.local_server_url()
+            return
+        several.put(kwargs, len(urls))
+        kwargs["server_url"] = urls[0]
+
+    return one_url
+
+
+def _world_size_and_rank(
+    config: MPConfig, downgrades: Downgrades
+) -> Callable[[dict[str, Any], Any], None]:
+    """``ARG.parallel_strategy`` before 0.4.4: plain world size and rank, MLA-adjusted as vLLM's
+    connector did; a pipeline-parallel layout cannot be expressed (``ARG.pp_size``)."""
+    pp = apply(ARG.pp_size, None, downgrades, given=_more_than_one)
+
+    def plain(kwargs: dict[str, Any], value: Any) -> None:
+        kwargs["world_size"] = config.kv_world_size
+        kwargs["kv_rank"] = config.kv_rank
+        pp.put(kwargs, config.pp_size)
+
+    return plain

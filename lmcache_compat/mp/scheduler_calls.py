@@ -1,18 +1,17 @@
 """How each multi-process scheduler call is made on a given release: pure functions of its facts.
 
-Each ``mp_*`` function takes the release's own method and its
-:class:`~lmcache_compat.core.signatures.MethodFacts`, decides everything once from them (never from
-a
+Each function takes the release's own method and its
+:class:`~lmcache_compat.core.signatures.MethodFacts`, decides everything once (never from a
 version number: the signatures and annotations tell the truth), and returns the closure the
-adapter binds. The only per-call work left is looking at the caller's argument values (a
-non-empty ``cache_salt`` is refused where it would be dropped). What happens to each argument
-on a release that lacks it is a row of :mod:`lmcache_compat.core.arguments` (``ARG.x``). The
-worker's
-calls are in :mod:`lmcache_compat.mp.worker_calls`.
+adapter binds. Every optional argument goes through its row of
+:mod:`lmcache_compat.core.arguments` (:func:`~lmcache_compat.core.arguments.apply`); the only
+per-call work left is the caller's values. The worker's calls are in
+:mod:`lmcache_compat.mp.worker_calls`.
 
 Token ids take three forms (:mod:`lmcache_compat.core.tokens`): 0.3.13 block hashes, 0.3.14 a
-``list[int]``, 0.5.7rc2 ``bytes`` packed by the release's own ``pack_token_ids``. Callers always
-pass a sequence of ints (or, for a release that takes bytes, the packed bytes themselves).
+``list[int]``, 0.5.7rc2 ``bytes`` packed by the release's own ``pack_token_ids``. Callers pass
+a sequence of ints (or, for a release that takes bytes, any bytes-like object already packed).
+Parameters are passed by keyword unless the signature guarantees their positions.
 """
 
 from __future__ import annotations
@@ -20,18 +19,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lmcache_compat.core.arguments import ARG, Downgrades
+from lmcache_compat.core.arguments import ARG, Applied, Downgrades, apply
 from lmcache_compat.core.catalog import Capability as C
 from lmcache_compat.core.signatures import MethodFacts
-from lmcache_compat.core.tokens import BYTES_TYPES, Encoding, Pack, token_form, tokens_converter
+from lmcache_compat.core.tokens import (
+    BYTES_TYPES,
+    Pack,
+    TokenParameter,
+    token_parameter,
+    tokens_converter,
+)
 
-__all__ = [
-    "CONFIGS",
-    "SALT",
-    "mp_check_lookup_result",
-    "mp_free_lookup_locks",
-    "mp_lookup",
-]
+__all__ = ["CONFIGS", "SALT", "check_lookup_result_call", "free_lookup_locks_call", "lookup_call"]
 
 # The keywords releases gained: each argument row takes its name from its capability's row.
 SALT = ARG.cache_salt.argument  # Capability.MP_CACHE_SALT (0.4.4)
@@ -39,13 +38,51 @@ CONFIGS = ARG.request_configs.argument  # Capability.MP_REQUEST_CONFIGS (0.5.5)
 RESERVE = ARG.reserve_last_token.argument  # Capability.MP_RESERVE_LAST_TOKEN (0.5.6)
 START = ARG.start.argument  # Capability.MP_LOOKUP_START (0.5.7rc2)
 RANGES = ARG.extra_ranges.argument  # Capability.MP_FREE_EXTRA_RANGES (0.5.7rc2)
+#: The request id's parameter name (every release), and the token parameter's documented name.
+REQUEST = "request_id"
 
 
-def mp_lookup(
+def _always(value: Any) -> bool:
+    return True
+
+
+def _request_parameter(facts: MethodFacts) -> str:
+    return REQUEST if facts.parameter(REQUEST) is not None else facts.params[0].name
+
+
+def _tokens_step(
+    facts: MethodFacts,
+    downgrades: Downgrades,
+    found: TokenParameter,
+    convert: Callable[[Any], Any] | None,
+) -> Applied:
+    """The token parameter's row: packed or a list of ids (``ARG.packed_token_ids``), or the
+    caller's block hashes on releases keyed by them (``ARG.token_ids``)."""
+    row = ARG.token_ids if convert is None else ARG.packed_token_ids
+    return apply(row, facts, downgrades, keyword=found.name, given=_always, convert=convert)
+
+
+def _trim_last_token(key: str) -> Callable[[dict[str, Any], Any], None]:
+    """``ARG.reserve_last_token`` before 0.5.6: the lookup of ``token_ids[:-1]`` covers the
+    same aligned range the release's own ``reserve_last_token`` would."""
+
+    def trim(kwargs: dict[str, Any], reserve: Any) -> None:
+        if not reserve:
+            return
+        tokens = kwargs[key]
+        if isinstance(tokens, BYTES_TYPES):
+            raise TypeError("lookup(): reserve_last_token needs token ids, not bytes")
+        kwargs[key] = tokens[:-1]
+
+    return trim
+
+
+def lookup_call(
     method: Callable[..., Any],
     facts: MethodFacts,
     downgrades: Downgrades,
-    pack: Pack | None = None,
+    pack: Pack | None,
+    missing_pack: str,
 ) -> Callable[..., Any]:
     """``lookup(request_id, token_ids=None, block_hashes=None, *, cache_salt=None,
     request_configs=None, reserve_last_token=False, start=0)`` over the release's
@@ -54,23 +91,22 @@ def mp_lookup(
     Returns what the release returns: ``None`` before 0.5.7rc2 (a lookup may or may not have
     gone out), from 0.5.7rc2 a ``bool`` (whether a LOOKUP went out).
     """
-    names = set(facts.names)
-    encoding = token_form(facts, 1, downgrades.where)
-    key = facts.params[1].name
-    convert = (
-        tokens_converter(encoding, pack, downgrades.where) if encoding != "block_hashes" else None
-    )
-    takes_salt = SALT in names
-    takes_configs = CONFIGS in names
-    takes_reserve = RESERVE in names
-    takes_start = START in names
-    order = list(facts.names)
-    if convert is not None and order[2:5] == [SALT, CONFIGS, RESERVE]:
-        # 0.5.6 on: every keyword, in this order (0.5.7rc2 appends start): passed straight
-        # through, positionally. Every release with cache_salt defaults it to "" (no salt).
-        return _lookup_positional(
-            method, encoding, pack, downgrades, with_start=order[5:6] == [START]
-        )
+    where = downgrades.where
+    found = _token_parameter(facts, where)
+    convert = tokens_converter(found, pack, where, missing_pack)
+    request = _request_parameter(facts)
+    key = found.name
+    tokens = _tokens_step(facts, downgrades, found, convert)
+    salt = apply(ARG.cache_salt, facts, downgrades)
+    configs = apply(ARG.request_configs, facts, downgrades)
+    start = apply(ARG.start, facts, downgrades)
+    if convert is None:  # 0.3.13, keyed by block hashes: the last token cannot be left out
+        reserve = apply(ARG.reserve_by_hashes, facts, downgrades)
+    else:
+        reserve = apply(ARG.reserve_last_token, facts, downgrades, emulate=_trim_last_token(key))
+    if convert is not None and salt.takes and configs.takes and reserve.takes:
+        return _lookup_every_keyword(method, facts, (request, key), convert, start)
+    start_step = start.put
 
     def lookup(
         request_id: str,
@@ -82,62 +118,76 @@ def mp_lookup(
         reserve_last_token: bool = False,
         start: int = 0,
     ) -> Any:
-        kwargs: dict[str, Any] = {}
-        if convert is not None:  # 0.3.14: keyed by the request's tokens
+        kwargs: dict[str, Any] = {request: request_id}
+        if convert is not None:  # keyed by the request's tokens (0.3.14 on)
             if token_ids is None:
                 raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
-            if reserve_last_token:
-                if takes_reserve:  # 0.5.6
-                    kwargs[RESERVE] = True
-                elif isinstance(token_ids, BYTES_TYPES):
-                    raise TypeError("lookup(): reserve_last_token needs token ids, not bytes")
-                else:  # ARG.reserve_last_token before 0.5.6: the same range, one token fewer
-                    token_ids = token_ids[:-1]
-            kwargs[key] = convert(token_ids)
+            kwargs[key] = token_ids
+            reserve.put(kwargs, reserve_last_token)  # before conversion: it trims ids
+            tokens.put(kwargs, kwargs[key])
         else:  # ARG.token_ids (Capability.MP_LOOKUP_BY_TOKEN_IDS): 0.3.13 takes block hashes
             if block_hashes is None:
                 raise TypeError(
                     "lookup(): this LMCache release looks up by vLLM block hashes (token ids "
                     f"from {C.MP_LOOKUP_BY_TOKEN_IDS.since}); pass block_hashes"
                 )
-            if reserve_last_token:
-                downgrades.refuse(ARG.reserve_by_hashes)
-            kwargs[key] = block_hashes
-        if cache_salt:
-            if takes_salt:
-                kwargs[SALT] = cache_salt
-            else:
-                downgrades.refuse(ARG.cache_salt)
-        if request_configs:
-            if takes_configs:
-                kwargs[CONFIGS] = request_configs
-            else:
-                downgrades.refuse(ARG.request_configs)
-        if start:
-            if takes_start:
-                kwargs[START] = start
-            else:
-                downgrades.refuse(ARG.start)
-        return method(request_id, **kwargs)
+            tokens.put(kwargs, block_hashes)
+            reserve.put(kwargs, reserve_last_token)
+        salt.put(kwargs, cache_salt)
+        configs.put(kwargs, request_configs)
+        start_step(kwargs, start)
+        return method(**kwargs)
 
     return lookup
 
 
-def _lookup_positional(
-    method: Callable[..., Any],
-    encoding: Encoding,
-    pack: Pack | None,
-    downgrades: Downgrades,
-    *,
-    with_start: bool,
-) -> Callable[..., Any]:
-    """The per-call path for releases that take every keyword positionally (0.5.6 on): one
-    type check, then the release's method. Token ids are packed with the release's codec
-    where it takes bytes (0.5.7rc2); bytes are refused where it takes a list."""
-    if encoding == "packed":
-        packer = tokens_converter(encoding, pack, downgrades.where)  # raises without a codec
+def _token_parameter(facts: MethodFacts, where: str) -> TokenParameter:
+    found = token_parameter(facts)
+    if isinstance(found, TokenParameter):
+        return found
+    tokens_converter(found, None, where, "")  # raises: the form cannot be told
+    raise AssertionError("unreachable")
 
-        def lookup_packed(
+
+def _lookup_every_keyword(
+    method: Callable[..., Any],
+    facts: MethodFacts,
+    names: tuple[str, str],
+    convert: Callable[[Any], Any],
+    start: Applied,
+) -> Callable[..., Any]:
+    """The per-call path for releases that take every keyword (0.5.6 on): the token form's
+    conversion, then the release's method, positionally where the signature guarantees the
+    order (0.5.6 ``(request_id, token_ids, cache_salt, request_configs, reserve_last_token)``,
+    0.5.7rc2 ``+ start``), else by keyword. Every release with ``cache_salt`` defaults it to
+    ``""`` (no salt)."""
+    request, key = names
+    with_start = start.takes
+    order = (request, key, SALT, CONFIGS, RESERVE, *((START,) if with_start else ()))
+    refuse_start = start.put
+    if facts.call_shape(order) == "positional":
+        if with_start:
+
+            def lookup_positional(
+                request_id: str,
+                token_ids: Sequence[int] | bytes | None = None,
+                block_hashes: Sequence[Any] | None = None,
+                *,
+                cache_salt: str | None = None,
+                request_configs: Mapping[str, Any] | None = None,
+                reserve_last_token: bool = False,
+                start: int = 0,
+            ) -> Any:
+                if token_ids is None:
+                    raise TypeError("lookup(): this LMCache release looks up by token_ids")
+                return method(
+                    request_id, convert(token_ids), cache_salt or "", request_configs,
+                    reserve_last_token, start,
+                )  # fmt: skip
+
+            return lookup_positional
+
+        def lookup_positional_no_start(
             request_id: str,
             token_ids: Sequence[int] | bytes | None = None,
             block_hashes: Sequence[Any] | None = None,
@@ -148,19 +198,17 @@ def _lookup_positional(
             start: int = 0,
         ) -> Any:
             if token_ids is None:
-                raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
-            packed = packer(token_ids)
-            if with_start:
-                return method(
-                    request_id, packed, cache_salt or "", request_configs, reserve_last_token, start
-                )
+                raise TypeError("lookup(): this LMCache release looks up by token_ids")
             if start:
-                downgrades.refuse(ARG.start)  # allowed: dropped
-            return method(request_id, packed, cache_salt or "", request_configs, reserve_last_token)
+                refuse_start({}, start)  # ARG.start: refused, or (allowed) dropped
+            return method(
+                request_id, convert(token_ids), cache_salt or "", request_configs,
+                reserve_last_token,
+            )  # fmt: skip
 
-        return lookup_packed
+        return lookup_positional_no_start
 
-    def lookup_ids(
+    def lookup_by_keyword(
         request_id: str,
         token_ids: Sequence[int] | bytes | None = None,
         block_hashes: Sequence[Any] | None = None,
@@ -170,25 +218,22 @@ def _lookup_positional(
         reserve_last_token: bool = False,
         start: int = 0,
     ) -> Any:
-        if type(token_ids) is not list and (
-            token_ids is None or isinstance(token_ids, BYTES_TYPES)
-        ):
-            raise TypeError(
-                "lookup(): this LMCache release takes token ids as a list of ints; pass the ids"
-            )
-        if start:
-            if with_start:
-                return method(
-                    request_id, token_ids, cache_salt or "", request_configs,
-                    reserve_last_token, start,
-                )  # fmt: skip
-            downgrades.refuse(ARG.start)  # allowed: dropped
-        return method(request_id, token_ids, cache_salt or "", request_configs, reserve_last_token)
+        if token_ids is None:
+            raise TypeError("lookup(): this LMCache release looks up by token_ids")
+        kwargs = {
+            request: request_id,
+            key: convert(token_ids),
+            SALT: cache_salt or "",
+            CONFIGS: request_configs,
+            RESERVE: reserve_last_token,
+        }
+        refuse_start(kwargs, start)  # passed where taken; else refused or dropped
+        return method(**kwargs)
 
-    return lookup_ids
+    return lookup_by_keyword
 
 
-def mp_check_lookup_result(
+def check_lookup_result_call(
     method: Callable[[str], Any],
     health: Callable[[Any], bool],
     target: object,
@@ -221,19 +266,28 @@ def mp_check_lookup_result(
     return check_lookup_result
 
 
-def mp_free_lookup_locks(
+def free_lookup_locks_call(
     method: Callable[..., Any],
     facts: MethodFacts,
     downgrades: Downgrades,
-    pack: Pack | None = None,
+    pack: Pack | None,
+    missing_pack: str,
 ) -> Callable[..., Any]:
     """``free_lookup_locks(token_ids, start, end, request_id, *, cache_salt=None,
-    request_configs=None, extra_ranges=())`` over the release's (0.4.1+) method."""
-    names = set(facts.names)
-    convert = tokens_converter(token_form(facts, 0, downgrades.where), pack, downgrades.where)
-    takes_salt = SALT in names
-    takes_configs = CONFIGS in names
-    takes_ranges = RANGES in names
+    request_configs=None, extra_ranges=())`` over the release's (0.4.1+) method: the same token
+    form as the lookup, one call per extra range before the release takes them."""
+    where = downgrades.where
+    found = _token_parameter(facts, where)
+    convert = tokens_converter(found, pack, where, missing_pack)
+    tokens = _tokens_step(facts, downgrades, found, convert)
+    salt = apply(ARG.cache_salt, facts, downgrades)
+    configs = apply(ARG.request_configs, facts, downgrades)
+    ranges_step = apply(
+        ARG.extra_ranges, facts, downgrades, convert=tuple, emulate=_one_call_per_range
+    )
+    emulated = ranges_step.action == "emulate"
+    named = facts.call_shape((found.name, "start", "end", REQUEST)) == "keyword"
+    key = found.name
 
     def free_lookup_locks(
         token_ids: Sequence[int] | bytes,
@@ -246,24 +300,26 @@ def mp_free_lookup_locks(
         extra_ranges: Sequence[tuple[int, int]] = (),
     ) -> Any:
         kwargs: dict[str, Any] = {}
-        if cache_salt:
-            if takes_salt:
-                kwargs[SALT] = cache_salt
-            else:
-                downgrades.refuse(ARG.cache_salt)
-        if request_configs:
-            if takes_configs:
-                kwargs[CONFIGS] = request_configs
-            else:
-                downgrades.refuse(ARG.request_configs)
-        key = convert(token_ids)
-        ranges = tuple(extra_ranges)
-        if ranges and takes_ranges:
-            kwargs[RANGES] = ranges
-            ranges = ()
-        result = method(key, start, end, request_id, **kwargs)
-        for lo, hi in ranges:  # ARG.extra_ranges before 0.5.7rc2: one call per range
-            method(key, lo, hi, request_id, **kwargs)
+        salt.put(kwargs, cache_salt)
+        configs.put(kwargs, request_configs)
+        ranges_step.put(kwargs, extra_ranges)
+        tokens.put(kwargs, token_ids)
+        packed = kwargs.pop(key)
+        if named:
+            kwargs.update({key: packed, "start": start, "end": end, REQUEST: request_id})
+            result = method(**kwargs)
+        else:
+            result = method(packed, start, end, request_id, **kwargs)
+        if emulated:  # ARG.extra_ranges before 0.5.7rc2: one call per range, same locks freed
+            for lo, hi in extra_ranges:
+                if named:
+                    method(**{**kwargs, "start": lo, "end": hi})
+                else:
+                    method(packed, lo, hi, request_id, **kwargs)
         return result
 
     return free_lookup_locks
+
+
+def _one_call_per_range(kwargs: dict[str, Any], ranges: Any) -> None:
+    """The emulation of ``extra_ranges`` is the call loop itself (in ``free_lookup_locks``)."""

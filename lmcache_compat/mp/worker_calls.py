@@ -1,10 +1,11 @@
 """How each multi-process worker call is made on a given release: pure functions of its facts
 (the scheduler's are in :mod:`lmcache_compat.mp.scheduler_calls`, with the same rules).
 
-``mp_submit`` and ``mp_register_kv_caches`` take the release's own method and its
+``submit_call`` and ``register_kv_caches_call`` take the release's own method and its
 :class:`~lmcache_compat.core.signatures.MethodFacts`; ``load_store_op_factory`` takes its
 ``LoadStoreOp`` class and reads the fields' annotations (the token field's form, flat or nested
-``block_ids``). Each decides once and returns the closure the adapter binds.
+``block_ids``). Each decides once, through the argument rows
+(:func:`~lmcache_compat.core.arguments.apply`), and returns the closure the adapter binds.
 """
 
 from __future__ import annotations
@@ -12,42 +13,65 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from lmcache_compat.core.arguments import ARG, Downgrades
+from lmcache_compat.core.annotations import parse
+from lmcache_compat.core.arguments import ARG, Downgrades, apply
 from lmcache_compat.core.signatures import MethodFacts, init_facts
-from lmcache_compat.core.tokens import BYTES_TYPES, Pack, token_field, tokens_converter
+from lmcache_compat.core.tokens import BYTES_TYPES, Pack, token_parameter, tokens_converter
 from lmcache_compat.errors import UnsupportedArgumentError
-from lmcache_compat.mp.scheduler_calls import CONFIGS, SALT
 
-__all__ = ["load_store_op_factory", "mp_register_kv_caches", "mp_submit"]
+__all__ = ["load_store_op_factory", "register_kv_caches_call", "submit_call"]
 
-GROUPS = ARG.engine_group_infos.argument  # Capability.MP_ENGINE_GROUP_INFOS (0.4.7)
-HINTS = ARG.layout_hints.argument  # Capability.MP_LAYOUT_HINTS (0.5.5)
+#: The batched submits take one value per request, under these plural names.
+SALTS = "cache_salts"
+CONFIGS_LIST = "request_configs_list"
 
 
-def _optional_values(name: str, values: Any, n: int | None) -> tuple[Any, ...] | None:
-    """A per-request list read exactly once (a generator is consumed here, not twice)."""
+def _optional_values(name: str, values: Any, n: int) -> list[Any] | None:
+    """A per-request sequence read exactly once (a generator is consumed here, not twice)."""
     if values is None:
         return None
-    out = tuple(values)
-    if n is not None and len(out) != n:
+    out = list(values)
+    if len(out) != n:
         raise ValueError(f"{name}: {len(out)} values for {n} requests")
     return out
 
 
-def mp_submit(
+def _any(values: Any) -> bool:
+    return values is not None and any(values)
+
+
+def submit_call(
     method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades, *, batched: bool
 ) -> Callable[..., Any]:
     """``submit_{store,retrieve}_request(request_id, op, event, *, cache_salt=None,
     request_configs=None)`` and the batched forms (``cache_salts``, ``request_configs_list``),
     every per-request sequence read exactly once."""
-    names = set(facts.names)
-    # the batched forms take one value per request, under plural names
-    salt_name = "cache_salts" if batched else SALT
-    configs_name = "request_configs_list" if batched else CONFIGS
-    takes_salt = salt_name in names  # 0.4.4
-    takes_configs = configs_name in names  # 0.5.5
-    order = list(facts.names)
-    if not batched and order[3:5] == [SALT, CONFIGS]:
+    if batched:
+        salts = apply(ARG.cache_salt, facts, downgrades, keyword=SALTS, given=_any)
+        configs_list = apply(
+            ARG.request_configs, facts, downgrades, keyword=CONFIGS_LIST, given=_any
+        )
+
+        def batched_submit(
+            request_ids: Sequence[str],
+            ops: Sequence[Any],
+            event: Any,
+            *,
+            cache_salts: Sequence[str | None] | None = None,
+            request_configs_list: Sequence[Mapping[str, Any] | None] | None = None,
+        ) -> Any:
+            ids = list(request_ids)
+            kwargs: dict[str, Any] = {}
+            salts.put(kwargs, _optional_values(SALTS, cache_salts, len(ids)))
+            configs_list.put(kwargs, _optional_values(CONFIGS_LIST, request_configs_list, len(ids)))
+            return method(ids, list(ops), event, **kwargs)
+
+        return batched_submit
+
+    salt = apply(ARG.cache_salt, facts, downgrades)
+    configs = apply(ARG.request_configs, facts, downgrades)
+    order = ("request_id", "op", "event", salt.keyword, configs.keyword)
+    if salt.takes and configs.takes and facts.call_shape(order) == "positional":
         # 0.5.5 on: pass straight through (cache_salt defaults to "" in every release)
         def submit_newest(
             request_id: str,
@@ -61,37 +85,6 @@ def mp_submit(
 
         return submit_newest
 
-    def keep(kwargs: dict[str, Any], salt: Any, configs: Any) -> None:
-        if salt is not None and (any(salt) if batched else salt):
-            if takes_salt:
-                kwargs[salt_name] = list(salt) if batched else salt
-            else:
-                downgrades.refuse(ARG.cache_salt)
-        if configs is not None and (any(configs) if batched else configs):
-            if takes_configs:
-                kwargs[configs_name] = list(configs) if batched else configs
-            else:
-                downgrades.refuse(ARG.request_configs)
-
-    if batched:
-
-        def batched_submit(
-            request_ids: Sequence[str],
-            ops: Sequence[Any],
-            event: Any,
-            *,
-            cache_salts: Sequence[str | None] | None = None,
-            request_configs_list: Sequence[Mapping[str, Any] | None] | None = None,
-        ) -> Any:
-            ids = list(request_ids)
-            kwargs: dict[str, Any] = {}
-            salts = _optional_values("cache_salts", cache_salts, len(ids))
-            configs = _optional_values("request_configs_list", request_configs_list, len(ids))
-            keep(kwargs, salts, configs)
-            return method(ids, list(ops), event, **kwargs)
-
-        return batched_submit
-
     def single_submit(
         request_id: str,
         op: Any,
@@ -101,19 +94,26 @@ def mp_submit(
         request_configs: Mapping[str, Any] | None = None,
     ) -> Any:
         kwargs: dict[str, Any] = {}
-        keep(kwargs, cache_salt, request_configs)
+        salt.put(kwargs, cache_salt)
+        configs.put(kwargs, request_configs)
         return method(request_id, op, event, **kwargs)
 
     return single_submit
 
 
-def mp_register_kv_caches(
+def _several(groups: Any) -> bool:
+    return groups is not None and len(groups) > 1
+
+
+def register_kv_caches_call(
     method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades
 ) -> Callable[..., Any]:
     """``register_kv_caches(kv_caches, *, engine_group_infos=None, layout_hints=None)``."""
-    names = set(facts.names)
-    takes_groups = GROUPS in names
-    takes_hints = HINTS in names
+    groups = apply(ARG.engine_group_infos, facts, downgrades)
+    # one KV cache group is what every older release handles: only several are refused
+    several = apply(ARG.engine_group_infos, facts, downgrades, given=_several)
+    hints = apply(ARG.layout_hints, facts, downgrades, given=_not_none)
+    put_groups = groups.put if groups.takes else several.put
 
     def register_kv_caches(
         kv_caches: Any,
@@ -122,20 +122,33 @@ def mp_register_kv_caches(
         layout_hints: Any = None,
     ) -> Any:
         kwargs: dict[str, Any] = {}
-        if engine_group_infos:
-            if takes_groups:
-                kwargs[GROUPS] = engine_group_infos
-            elif len(engine_group_infos) > 1:
-                downgrades.refuse(ARG.engine_group_infos)
-        if layout_hints is not None and takes_hints:  # ARG.layout_hints: dropped before 0.5.5
-            kwargs[HINTS] = layout_hints
+        put_groups(kwargs, engine_group_infos)
+        hints.put(kwargs, layout_hints)
         return method(kv_caches, **kwargs)
 
     return register_kv_caches
 
 
+def _not_none(value: Any) -> bool:
+    return value is not None
+
+
+def _nested(annotation: str | None) -> bool:
+    """``block_ids: list[list[int]]`` (0.4.7: one list per KV cache group), read from the
+    field's normalised annotation."""
+    parsed = parse(annotation)
+    if parsed is None:
+        return False
+    return any(
+        arg_type.head in ("list", "Sequence", "tuple") and arg_type.args
+        for t in parsed.without_none()
+        for arg in t.args
+        for arg_type in arg.alternatives
+    )
+
+
 def load_store_op_factory(
-    op_cls: type, downgrades: Downgrades, pack: Pack | None = None
+    op_cls: type, downgrades: Downgrades, pack: Pack | None, missing_pack: str
 ) -> Callable[..., Any]:
     """``make_op(block_ids, token_ids=None, *, block_hashes=None, start=0, end=None,
     skip_first_n_tokens=0)`` building the release's ``LoadStoreOp``.
@@ -144,21 +157,22 @@ def load_store_op_factory(
     tokens go into the op's token field in the form its annotation asks for (0.3.13
     ``block_hashes``, 0.3.14 ``token_ids: list[int]``, 0.5.7rc2 ``token_bytes: bytes``)."""
     facts = init_facts(op_cls)
-    names = set(facts.names)
     where = downgrades.where
-    found = token_field(facts)
+    found = token_parameter(facts)
     if found is None:
         raise UnsupportedArgumentError(
             "token_ids",
-            f"{where}: no field of {facts.names} carries the tokens; please report this release",
+            f"{where}: no field of {list(facts.names)} carries the tokens; please report this "
+            "release",
         )
-    field_name, encoding = found
-    convert = tokens_converter(encoding, pack, where) if encoding != "block_hashes" else None
-    takes_skip = "skip_first_n_tokens" in names  # 0.4.1
-    # 0.4.7: block_ids became list[list[int]] (one list per KV cache group); the field's
-    # annotation says which form the release wants.
-    annotation = (facts.annotation("block_ids") or "").replace(" ", "").lower()
-    nested = annotation.startswith(("list[list", "sequence[list", "list[sequence"))
+    convert = tokens_converter(found, pack, where, missing_pack)
+    field_name = found.name  # type: ignore[union-attr]  # a TokenParameter (checked above)
+    names = set(facts.names)
+    skip = apply(ARG.skip_first_n_tokens, facts, downgrades)
+    nested = _nested(facts.annotation("block_ids"))
+    several = apply(
+        ARG.block_ids, None, downgrades, given=_several, emulate=_first_group_only(downgrades)
+    )
 
     def make_op(
         block_ids: Sequence[int] | Sequence[Sequence[int]],
@@ -174,14 +188,12 @@ def load_store_op_factory(
             groups = [list(g) for g in block_ids]  # type: ignore[arg-type]
         else:
             groups = [list(block_ids)]  # type: ignore[arg-type]
+        kwargs: dict[str, Any] = {}
         if nested:
-            ids: Any = groups
-        elif len(groups) == 1:
-            ids = groups[0]
-        else:
-            downgrades.refuse(ARG.block_ids)
-            ids = groups[0]
-        kwargs: dict[str, Any] = {"block_ids": ids}
+            kwargs["block_ids"] = groups
+        else:  # ARG.block_ids before 0.4.7: one flat list (several groups: refused)
+            several.put(kwargs, groups)
+            kwargs["block_ids"] = groups[0]
         if convert is not None:
             if token_ids is None:
                 raise TypeError("make_load_store_op(): this LMCache release needs token_ids")
@@ -196,11 +208,18 @@ def load_store_op_factory(
             if block_hashes is None:
                 raise TypeError("make_load_store_op(): this LMCache release needs block_hashes")
             kwargs[field_name] = block_hashes
-        if skip_first_n_tokens:
-            if takes_skip:
-                kwargs["skip_first_n_tokens"] = skip_first_n_tokens
-            else:
-                downgrades.refuse(ARG.skip_first_n_tokens)
+        skip.put(kwargs, skip_first_n_tokens)
         return op_cls(**kwargs)
 
     return make_op
+
+
+def _first_group_only(downgrades: Downgrades) -> Callable[[dict[str, Any], Any], None]:
+    """``ARG.block_ids`` (map): a flat list is one KV cache group; several groups are refused
+    unless allowed (then the first group is used)."""
+
+    def one_group(kwargs: dict[str, Any], groups: Any) -> None:
+        if len(groups) > 1:
+            downgrades.refuse(ARG.block_ids)
+
+    return one_group

@@ -1,11 +1,10 @@
 """The ``lmcache-compat`` command line.
 
-Exit statuses (one table, :data:`EXIT_STATUS`): 0 success; 1 ``doctor`` found a known-broken
-vLLM x LMCache pair, or ``diff --fail-on-breaking`` found a breaking change; 2 usage or
-environment error; 3 scan target not found / not installed; 4 not an LMCache release; 5
-unreadable, unsafe or oversized archive or file (a scan budget exceeded included); 6
-undecodable or unparseable Python source. Every failure is one line on stderr, never a
-traceback; output that the terminal cannot encode is escaped, never a crash.
+Exit statuses are one table, :data:`STATUSES` (the README's table is rendered from it), and
+:data:`EXIT_STATUS` maps each error to one. Every failure is one line on stderr, never a
+traceback; output that the terminal cannot encode is escaped, never a crash; an output error is
+never read as a verdict: a reader that closes the pipe early ends the command quietly with 141
+(128 + SIGPIPE, as Unix tools do), and a write that fails (a full disk) is one line and 7.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lmcache_compat.errors import (
@@ -33,7 +33,43 @@ if TYPE_CHECKING:
     from lmcache_compat.report.diff import ReleaseView
     from lmcache_compat.scan.scanner import ScanResult
 
-__all__ = ["EXIT_STATUS", "main"]
+__all__ = ["EXIT_STATUS", "STATUSES", "Status", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """One exit status of the command line and what it means."""
+
+    code: int
+    meaning: str
+
+
+#: Every exit status, in order.
+STATUSES: tuple[Status, ...] = (
+    Status(0, "success"),
+    Status(
+        1,
+        "a verdict: `doctor` found a known-broken pair (or an MP server of another release), "
+        "`diff --fail-on-breaking` found a breaking change",
+    ),
+    Status(2, "usage error, or a malformed shipped data file"),
+    Status(
+        3,
+        "target not found, LMCache not installed, a version not in the shipped data, or not a "
+        "PEP 440 version",
+    ),
+    Status(4, "not an LMCache release, or a class defined in several places (none chosen)"),
+    Status(
+        5,
+        "unreadable, unsafe (`../` or absolute names, links, special files) or over a budget "
+        "(bombs, too many members, files or directories)",
+    ),
+    Status(6, "Python source that cannot be decoded or parsed, or over a source budget"),
+    Status(7, "the output could not be written (a full disk, an I/O error): one line on stderr"),
+    Status(141, "the reader closed the pipe early (128 + SIGPIPE, as Unix tools): no message"),
+)
+#: The statuses of output errors (never a verdict).
+WRITE_FAILED, PIPE_CLOSED = 7, 141
 
 #: Error class -> exit status; the first matching row wins (subclasses first).
 EXIT_STATUS: tuple[tuple[type[LMCacheCompatError], int], ...] = (
@@ -63,13 +99,14 @@ def _doctor(args: argparse.Namespace) -> int:
 
     report = doctor_report()
     if args.mp_server:  # a running MP server's release, from its HTTP front end
-        report["mp_servers"] = mp_servers_report(args.mp_server, report["lmcache"])
-    mismatch = any(s.get("matches") is False for s in report.get("mp_servers", ()))
+        report = report.with_servers(mp_servers_report(args.mp_server, report.lmcache))
+    data = report.to_json()
+    mismatch = any(s.get("matches") is False for s in report.servers)
     if args.json:
-        _print_json(report)
+        _print_json(data)
     else:
-        print(format_doctor(report))
-    return 1 if report["verdict"] == "broken" or mismatch else 0
+        print(format_doctor(data))
+    return 1 if report.verdict == "broken" or mismatch else 0
 
 
 def _format_scan(result: ScanResult) -> str:
@@ -109,7 +146,8 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from lmcache_compat.upstream.matrix import load_matrix, render_markdown, render_table
+    from lmcache_compat.report.tables import matrix_markdown, matrix_text
+    from lmcache_compat.upstream.matrix import load_matrix
 
     m = load_matrix()
     if args.json:
@@ -128,14 +166,15 @@ def _matrix(args: argparse.Namespace) -> int:
             }
         )
     elif args.markdown:
-        print(render_markdown(m), end="")
+        print(matrix_markdown(m), end="")
     else:
-        print(render_table(m), end="")
+        print(matrix_text(m), end="")
     return 0
 
 
 def _grid(args: argparse.Namespace) -> int:
-    from lmcache_compat.upstream.grid import Grid, load_grid, render_markdown, render_text
+    from lmcache_compat.report.tables import grid_markdown, grid_text
+    from lmcache_compat.upstream.grid import Grid, load_grid
 
     grid = load_grid()
     if args.vllm is not None:
@@ -174,9 +213,9 @@ def _grid(args: argparse.Namespace) -> int:
             }
         )
     elif args.markdown:
-        print(render_markdown(grid), end="")
+        print(grid_markdown(grid), end="")
     else:
-        print(render_text(grid), end="")
+        print(grid_text(grid), end="")
     return 0
 
 
@@ -303,14 +342,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give the vLLM path after --vllm-native, or as TARGET, not both")
     try:
         code: int = args.func(args)
+        sys.stdout.flush()  # an output error surfaces here, not at interpreter exit
     except LMCacheCompatError as exc:
         print(f"lmcache-compat {args.command}: error: {_one_line(str(exc))}", file=sys.stderr)
         return exit_status(exc)
     except BrokenPipeError:  # `lmcache-compat scan | head`: stop quietly
+        _discard_stdout()
+        return PIPE_CLOSED
+    except OSError as exc:
+        if not _is_output_error(exc):
+            raise
+        _discard_stdout()
+        reason = exc.strerror or type(exc).__name__
+        print(f"lmcache-compat {args.command}: cannot write the output: {reason}", file=sys.stderr)
+        return WRITE_FAILED
+    return code
+
+
+def _is_output_error(exc: OSError) -> bool:
+    """A failed write to standard output (the only stream the commands write to)."""
+    return exc.filename is None and exc.errno is not None
+
+
+def _discard_stdout() -> None:
+    """Point standard output at the null device, so the interpreter's final flush of what is
+    still buffered cannot fail a second time (a traceback at exit)."""
+    try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 1
-    return code
+        os.close(devnull)
+    except (OSError, ValueError):  # no file descriptor (a test's capture): nothing to flush
+        pass
 
 
 def _one_line(text: str) -> str:

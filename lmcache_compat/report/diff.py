@@ -8,13 +8,13 @@ and why. Rendering to text or JSON happens last (``lmcache-compat diff``).
 
 from __future__ import annotations
 
-import ast
 import enum
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lmcache_compat.core.annotations import normalise, widens
 from lmcache_compat.core.signatures import MethodFacts, from_json
 
 if TYPE_CHECKING:
@@ -259,43 +259,6 @@ class ReleaseDiff:
 # --- comparing ------------------------------------------------------------------------------------
 
 
-def _normalise(node: ast.expr) -> str:
-    """Canonical text of an annotation: ``Optional[X]`` and ``Union[X, None]`` become
-    ``X | None`` (members sorted), module prefixes and ``typing`` aliases are dropped."""
-    aliases = {"List": "list", "Dict": "dict", "Tuple": "tuple", "Set": "set", "Type": "type"}
-    if isinstance(node, ast.Attribute):
-        return aliases.get(node.attr, node.attr)
-    if isinstance(node, ast.Name):
-        return aliases.get(node.id, node.id)
-    if isinstance(node, ast.Constant):
-        return "None" if node.value is None else repr(node.value)
-    members: list[ast.expr] = []
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
-        members = [node.left, node.right]
-    elif isinstance(node, ast.Subscript):
-        head = _normalise(node.value)
-        args = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if head == "Optional":
-            members = [args[0], ast.Constant(None)]
-        elif head == "Union":
-            members = list(args)
-        else:
-            return f"{head}[{', '.join(_normalise(a) for a in args)}]"
-    if members:
-        parts: set[str] = set()
-        for m in members:
-            parts.update(_normalise(m).split(" | "))
-        return " | ".join(sorted(parts))
-    return ast.unparse(node)
-
-
-def normalise_annotation(text: str) -> str:
-    try:
-        return _normalise(ast.parse(text.strip(), mode="eval").body)
-    except (SyntaxError, ValueError, RecursionError):
-        return "".join(text.split())
-
-
 def _annotation(p: P) -> str | None:
     return None if p.annotation is P.empty else str(p.annotation)
 
@@ -307,11 +270,11 @@ def _positional(facts: MethodFacts) -> list[str]:
 def _type_change(cls: str, name: str, pname: str, ta: str | None, tb: str | None) -> list[Change]:
     if not ta or not tb:
         return []
-    na, nb = normalise_annotation(ta), normalise_annotation(tb)
-    if na == nb:
+    if normalise(ta) == normalise(tb):
         return []
-    widened = set(na.split(" | ")) < set(nb.split(" | "))
-    kind = ChangeKind.PARAMETER_TYPE_WIDENED if widened else ChangeKind.PARAMETER_TYPE_CHANGED
+    kind = (
+        ChangeKind.PARAMETER_TYPE_WIDENED if widens(ta, tb) else ChangeKind.PARAMETER_TYPE_CHANGED
+    )
     return [Change(kind, cls, name, pname, ta, tb)]
 
 
@@ -384,8 +347,8 @@ def _method_changes(cls: str, name: str, a: MethodFacts, b: MethodFacts) -> list
             out.append(Change(ChangeKind.PARAMETER_BECAME_OPTIONAL, cls, name, pname))
         out.extend(_type_change(cls, name, pname, _annotation(old), _annotation(new)))
     ra, rb = a.returns, b.returns
-    if ra and rb and normalise_annotation(ra) != normalise_annotation(rb):
-        none_before = normalise_annotation(ra) == "None"  # nobody read a None result
+    if ra and rb and normalise(ra) != normalise(rb):
+        none_before = normalise(ra) == "None"  # nobody read a None result
         kind = ChangeKind.RETURN_ADDED if none_before else ChangeKind.RETURN_CHANGED
         out.append(Change(kind, cls, name, None, ra, rb))
     return out

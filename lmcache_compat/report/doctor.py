@@ -3,41 +3,241 @@
 Every fact is read from package metadata and from the installed files with ``ast``: the
 installed LMCache's capabilities and where its classes live, whether vLLM's own connector can
 import the LMCache module it names, whether the lmcache-compat connector finds its engine class.
-The JSON object and the text say the same things (the text is rendered from the JSON by
-:mod:`lmcache_compat.report.doctor_text`).
+:func:`doctor_report` returns a :class:`DoctorReport`; its :meth:`~DoctorReport.to_json` is the
+``doctor --json`` object (:class:`DoctorJSON`), and the text is rendered from that object
+(:mod:`lmcache_compat.report.doctor_text`): both say the same things.
 """
 
 from __future__ import annotations
 
+import ast
 import platform
 import sys
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from lmcache_compat.core.catalog import CATALOG
-from lmcache_compat.errors import LMCacheCompatError, LMCacheVersionError, MetadataError
+from lmcache_compat.core.catalog import CATALOG, CapabilitySpec
+from lmcache_compat.errors import (
+    AmbiguousLocationError,
+    LMCacheCompatError,
+    LMCacheVersionError,
+    MetadataError,
+    MPServerError,
+    ScanError,
+)
+from lmcache_compat.mp.server import server_release
+from lmcache_compat.scan.budgets import Meter
+from lmcache_compat.scan.classreader import parse_source
+from lmcache_compat.scan.scanner import ScanResult, scan
+from lmcache_compat.scan.sources import package_root, read_regular_file
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.known_issues import (
-    CONNECTORS,
-    USE_COMPAT,
+    Fix,
+    Issue,
+    Verdict,
     issue,
     matches,
+    other,
     overall,
+    use_lmcache_at_most,
     verdict,
 )
+from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.resolve import clear_find_cache, where
 from lmcache_compat.versions import (
+    Expectation,
     expectation,
     installed_distribution_version,
     installed_lmcache_version,
+    parse_version,
 )
+from lmcache_compat.vllm.plugin import CONNECTOR_MODULE, CONNECTOR_NAME
 
-__all__ = ["doctor_report", "mp_servers_report"]
+if TYPE_CHECKING:  # TypedDict keys that may be absent (their annotations stay text at run time)
+    from typing import NotRequired
+
+__all__ = [
+    "CONNECTORS",
+    "DoctorJSON",
+    "DoctorReport",
+    "IssueJSON",
+    "doctor_report",
+    "issue_json",
+    "mp_servers_report",
+]
+
+#: How each connector an issue concerns is shown.
+CONNECTORS: dict[str, str] = {
+    "vllm": loc.VLLM_LMCACHE_CONNECTOR.name,
+    "vllm-native": f"{loc.VLLM_LMCACHE_CONNECTOR.name} (use_native=True)",
+    "vllm-mp": loc.VLLM_LMCACHE_MP_CONNECTOR.name,
+    "any": "any connector",
+    "compat": CONNECTOR_NAME,
+}
 
 
-def doctor_report() -> dict[str, Any]:
-    """Everything ``doctor`` knows, as one JSON-ready object. Imports neither LMCache nor vLLM."""
-    from lmcache_compat import __version__
+class IssueJSON(TypedDict):
+    """An issue as ``doctor --json`` shows it."""
 
+    key: str
+    connector: str
+    connector_key: str
+    severity: str
+    problem: str
+    fix: str
+    fixes: list[str]
+    source: str
+
+
+def issue_json(found: Issue) -> IssueJSON:
+    return {
+        "key": found.key,
+        "connector": CONNECTORS[found.connector],
+        "connector_key": found.connector,
+        "severity": found.severity,
+        "problem": found.problem,
+        "fix": found.fix,
+        "fixes": [str(f) for f in found.fixes],
+        "source": found.source,
+    }
+
+
+class CapabilityJSON(TypedDict):
+    capability: str
+    member: str
+    since: str
+    expected: Expectation
+    #: Read from the installed files; ``None``: not scanned, or undecided (then ``unknown``).
+    present: bool | None
+    fallback: str
+    impact: str
+    note: NotRequired[str]
+    unknown: NotRequired[str]
+
+
+class MatrixStatusJSON(TypedDict):
+    status: Literal["listed", "newer", "unlisted", "unknown"]
+    newest: str
+    prerelease: NotRequired[bool]
+
+
+class EngineSourceJSON(TypedDict):
+    source: str
+    present: bool
+    module: NotRequired[str]
+    found_by: NotRequired[str]
+    path: NotRequired[str]
+    imports_with_installed_lmcache: NotRequired[bool]
+    #: Several definitions match and none was chosen: their modules.
+    candidates: NotRequired[list[str]]
+    reason: NotRequired[str]
+
+
+class ImportCheckJSON(TypedDict):
+    checked: bool
+    imports: NotRequired[list[str]]
+    missing: NotRequired[list[str]]
+
+
+class ServerJSON(TypedDict):
+    url: str
+    release: NotRequired[str | None]
+    client: NotRequired[str | None]
+    matches: NotRequired[bool | None]
+    error: NotRequired[str]
+
+
+class DoctorJSON(TypedDict):
+    """The ``doctor --json`` object."""
+
+    python: str
+    python_executable: str
+    lmcache_compat: str
+    lmcache: str | None
+    vllm: str | None
+    lmcache_in_matrix: MatrixStatusJSON | None
+    engine_sources: list[EngineSourceJSON]
+    vllm_connector_import: ImportCheckJSON | None
+    capabilities_basis: str
+    capabilities: list[CapabilityJSON]
+    #: class -> the modules of the several matching definitions (none was chosen).
+    ambiguous: dict[str, list[str]]
+    verdict: str
+    issues: list[IssueJSON]
+    notes: list[str]
+    mp_servers: NotRequired[list[ServerJSON]]
+
+
+@dataclass(frozen=True, slots=True)
+class CompatEngine:
+    """Whether ``LMCacheCompatConnector`` finds ``LMCacheConnectorV1Impl`` in the installed
+    LMCache (the same static rule it uses at run time; nothing imported)."""
+
+    buildable: bool
+    module: str | None = None
+    found_by: str | None = None
+    error: str | None = None
+    candidates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DoctorReport:
+    """Everything ``doctor`` found (:meth:`to_json` is what it prints)."""
+
+    lmcache: str | None
+    vllm: str | None
+    matrix: MatrixStatusJSON | None
+    scan: ScanResult | None
+    capabilities_basis: str
+    capabilities: tuple[CapabilityJSON, ...]
+    compat: CompatEngine
+    engine_sources: tuple[EngineSourceJSON, ...]
+    vllm_import: ImportCheckJSON | None
+    pair: Verdict
+    issues: tuple[Issue, ...]
+    notes: tuple[str, ...]
+    servers: tuple[ServerJSON, ...] = field(default=())
+
+    @property
+    def verdict(self) -> str:
+        return self.pair.verdict if self.pair.verdict == "unknown" else overall(self.issues)
+
+    def with_servers(self, servers: Sequence[ServerJSON]) -> DoctorReport:
+        from dataclasses import replace
+
+        return replace(self, servers=tuple(servers))
+
+    def to_json(self) -> DoctorJSON:
+        from lmcache_compat import __version__
+
+        out: DoctorJSON = {
+            "python": platform.python_version(),
+            "python_executable": sys.executable,
+            "lmcache_compat": __version__,
+            "lmcache": self.lmcache,
+            "vllm": self.vllm,
+            "lmcache_in_matrix": self.matrix,
+            "engine_sources": list(self.engine_sources),
+            "vllm_connector_import": self.vllm_import,
+            "capabilities_basis": self.capabilities_basis,
+            "capabilities": list(self.capabilities),
+            "ambiguous": {
+                k: list(v) for k, v in (self.scan.ambiguous if self.scan else {}).items()
+            },
+            "verdict": self.verdict,
+            "issues": [issue_json(i) for i in self.issues],
+            "notes": list(self.notes),
+        }
+        if self.servers:
+            out["mp_servers"] = list(self.servers)
+        return out
+
+
+def doctor_report() -> DoctorReport:
+    """Everything ``doctor`` knows. Imports neither LMCache nor vLLM."""
     notes: list[str] = []
     lmcache_raw = _version("lmcache", notes)
     try:
@@ -52,57 +252,74 @@ def doctor_report() -> dict[str, Any]:
         )
     vllm_raw = _version("vllm", notes)
     matrix = _matrix_status(lmcache_raw, notes)
-    scanned, modules, basis = _scan_installed(lmcache_raw, notes)
-    capabilities = []
-    for row in CATALOG:
-        expected = expectation(row.since, lmcache)
-        present = None if scanned is None else scanned.get(row.capability.value, False)
-        entry: dict[str, Any] = {
-            "capability": row.capability.value,
-            "member": row.member,
-            "since": row.since,
-            "expected": expected,
-            "present": present,
-            "fallback": row.fallback_result,
-            "impact": row.impact,
-        }
-        if present is not None and expected in ("yes", "no") and present != (expected == "yes"):
-            entry["note"] = (
-                "its files have it although its version says otherwise"
-                if present
-                else "its version says it should have it, but its files do not"
-            )
-        capabilities.append(entry)
+    result, basis = _scan_installed(lmcache_raw, notes)
+    capabilities = tuple(_capability(row, lmcache, result) for row in CATALOG)
     disagree = [c["capability"] for c in capabilities if "note" in c]
     if disagree:
         notes.append(
             f"what this release's files offer differs from what its version suggests for "
             f"{', '.join(disagree)}: 'present' (read from the files) is what counts"
         )
+    if result is not None and result.ambiguous:
+        for cls, modules in result.ambiguous.items():
+            unknown = [c["capability"] for c in capabilities if cls in c.get("unknown", "")]
+            notes.append(
+                f"{cls} is ambiguous in the installed LMCache: {', '.join(modules)} each define "
+                f"a matching class and none was chosen; unknown because of it: "
+                f"{', '.join(unknown) or 'none'}"
+            )
     compat = _compat_engine(lmcache_raw)
-    pair = verdict(vllm_raw, lmcache_raw, compat_buildable=compat["buildable"])
-    issues: list[dict[str, Any]] = pair["issues"]
-    vllm_import = _vllm_import_check(vllm_raw, lmcache_raw, modules, compat)
-    if vllm_import is not None and vllm_import.get("issue") is not None:
-        issues.insert(0, vllm_import["issue"])
-    if lmcache_raw is not None and vllm_raw is not None and not compat["buildable"]:
+    pair = verdict(vllm_raw, lmcache_raw, compat_buildable=compat.buildable)
+    issues = list(pair.issues)
+    vllm_import, import_issue = _vllm_import_check(
+        vllm_raw, lmcache_raw, result.modules if result is not None else {}, compat
+    )
+    if import_issue is not None:
+        issues.insert(0, import_issue)
+    if lmcache_raw is not None and vllm_raw is not None and not compat.buildable:
         issues.insert(0, _compat_issue(compat))
-    result = pair["verdict"] if pair["verdict"] == "unknown" else overall(issues)
-    return {
-        "python": platform.python_version(),
-        "python_executable": sys.executable,
-        "lmcache_compat": __version__,
-        "lmcache": lmcache_raw,
-        "vllm": vllm_raw,
-        "lmcache_in_matrix": matrix,
-        "engine_sources": _engine_sources(lmcache_raw, vllm_raw, compat),
-        "vllm_connector_import": vllm_import,
-        "capabilities_basis": basis,
-        "capabilities": capabilities,
-        "verdict": result,
-        "issues": issues,
-        "notes": notes + list(pair.get("notes", ())) + ([pair["reason"]] if pair["reason"] else []),
+    return DoctorReport(
+        lmcache=lmcache_raw,
+        vllm=vllm_raw,
+        matrix=matrix,
+        scan=result,
+        capabilities_basis=basis,
+        capabilities=capabilities,
+        compat=compat,
+        engine_sources=tuple(_engine_sources(lmcache_raw, vllm_raw, compat)),
+        vllm_import=vllm_import,
+        pair=pair,
+        issues=tuple(issues),
+        notes=(*notes, *pair.notes, *((pair.reason,) if pair.reason else ())),
+    )
+
+
+def _capability(row: CapabilitySpec, lmcache: Any, result: ScanResult | None) -> CapabilityJSON:
+    expected = expectation(row.since, lmcache)
+    entry: CapabilityJSON = {
+        "capability": row.capability.value,
+        "member": row.member,
+        "since": row.since,
+        "expected": expected,
+        "present": None,
+        "fallback": row.fallback_result,
+        "impact": row.impact,
     }
+    if result is None:
+        return entry
+    why = result.undecided.get(row.capability.value)
+    if why is not None:
+        entry["unknown"] = why
+        return entry
+    present = result.capabilities.get(row.capability.value, False)
+    entry["present"] = present
+    if expected in ("yes", "no") and present != (expected == "yes"):
+        entry["note"] = (
+            "its files have it although its version says otherwise"
+            if present
+            else "its version says it should have it, but its files do not"
+        )
+    return entry
 
 
 def _version(name: str, notes: list[str]) -> str | None:
@@ -113,20 +330,17 @@ def _version(name: str, notes: list[str]) -> str | None:
         return None
 
 
-def _matrix_status(lmcache_raw: str | None, notes: list[str]) -> dict[str, Any] | None:
+def _matrix_status(lmcache_raw: str | None, notes: list[str]) -> MatrixStatusJSON | None:
     """Where the installed release stands against the shipped matrix."""
     if lmcache_raw is None:
         return None
-    from lmcache_compat.upstream.matrix import load_matrix
-    from lmcache_compat.versions import parse_version
-
     matrix = load_matrix()
     newest = matrix.newest.version
     try:
         version = parse_version(lmcache_raw)
     except LMCacheVersionError:
         return {"status": "unknown", "newest": newest}
-    status = "listed"
+    status: Literal["listed", "newer", "unlisted"] = "listed"
     try:
         matrix.row(lmcache_raw)
     except LMCacheCompatError:
@@ -150,137 +364,105 @@ def _matrix_status(lmcache_raw: str | None, notes: list[str]) -> dict[str, Any] 
     }
 
 
-def _scan_installed(
-    lmcache_raw: str | None, notes: list[str]
-) -> tuple[dict[str, bool] | None, dict[str, dict[str, str]], str]:
-    """Capabilities of the installed LMCache and where its classes live, read statically from
-    its files (never imported)."""
+def _scan_installed(lmcache_raw: str | None, notes: list[str]) -> tuple[ScanResult | None, str]:
+    """The installed LMCache's classes, read statically from its files (never imported)."""
     if lmcache_raw is None:
-        return None, {}, "LMCache is not installed: 'expected' shows when each capability appeared"
-    from lmcache_compat.errors import ScanError
-    from lmcache_compat.scan.scanner import scan
-
+        return None, "LMCache is not installed: 'expected' shows when each capability appeared"
     try:
         result = scan()
     except ScanError as exc:
         notes.append(
             f"could not scan the installed LMCache ({exc}); 'expected' is from its version"
         )
-        return None, {}, "LMCache version (package metadata); the files could not be scanned"
-    modules = {
-        cls: {"module": module, "found_by": result.found_by.get(cls, "known")}
-        for cls, module in result.modules.items()
-    }
+        return None, "LMCache version (package metadata); the files could not be scanned"
     return (
-        result.capabilities,
-        modules,
+        result,
         "'present': read with ast from the installed LMCache files (nothing imported); "
         "'expected': from its version alone",
     )
 
 
-def _compat_engine(lmcache_raw: str | None) -> dict[str, Any]:
-    """Whether ``LMCacheCompatConnector`` finds ``LMCacheConnectorV1Impl`` in the installed
-    LMCache (the same static rule it uses at run time; nothing imported)."""
+def _compat_engine(lmcache_raw: str | None) -> CompatEngine:
     if lmcache_raw is None:
-        return {"buildable": False, "error": "LMCache is not installed"}
-    from lmcache_compat.upstream.resolve import clear_find_cache, where
-
+        return CompatEngine(False, error="LMCache is not installed")
     clear_find_cache()
     try:
         module, how = where(loc.CONNECTOR_IMPL)
+    except AmbiguousLocationError as exc:
+        return CompatEngine(False, error=" ".join(str(exc).split()), candidates=exc.candidates)
     except LMCacheCompatError as exc:
-        return {"buildable": False, "error": " ".join(str(exc).split())}
-    return {"buildable": True, "module": module, "found_by": how}
+        return CompatEngine(False, error=" ".join(str(exc).split()))
+    return CompatEngine(True, module=module, found_by=how)
 
 
-def _compat_issue(compat: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "key": "compat-engine-not-found",
-        "connector": CONNECTORS["compat"],
-        "connector_key": "compat",
-        "severity": "broken",
-        "problem": f"{loc.CONNECTOR_IMPL.name} cannot be found in the installed LMCache: "
-        f"{compat['error']}",
-        "fix": "install an LMCache release that ships it",
-        "fixes": ["install an LMCache release that ships it"],
-        "source": "scanned",
-    }
+def _compat_issue(compat: CompatEngine) -> Issue:
+    return Issue(
+        "compat-engine-not-found",
+        "compat",
+        "broken",
+        f"{loc.CONNECTOR_IMPL.name} cannot be found in the installed LMCache: {compat.error}",
+        (other("install an LMCache release that ships it"),),
+        "scanned",
+    )
 
 
 def _vllm_import_check(
     vllm_raw: str | None,
     lmcache_raw: str | None,
-    modules: dict[str, dict[str, str]],
-    compat: dict[str, Any],
-) -> dict[str, Any] | None:
+    modules: dict[str, str],
+    compat: CompatEngine,
+) -> tuple[ImportCheckJSON | None, Issue | None]:
     """Which LMCache modules vLLM's in-tree ``LMCacheConnectorV1`` imports (read from vLLM's
     source), and whether the installed LMCache has them."""
     if vllm_raw is None or lmcache_raw is None:
-        return None
+        return None, None
     imported = _vllm_connector_imports()
     if imported is None:
-        return {"checked": False}
-    from importlib import metadata
-    from pathlib import Path
-
+        return {"checked": False}, None
     missing = []
     for dotted in imported:
         try:
             path = Path(str(metadata.distribution("lmcache").locate_file(loc.module_file(dotted))))
         except metadata.PackageNotFoundError:
-            return {"checked": False}
+            return {"checked": False}, None
         if not path.is_file():
             missing.append(dotted)
-    out: dict[str, Any] = {"checked": True, "imports": imported, "missing": missing}
-    if missing:
-        where = modules.get(loc.CONNECTOR_IMPL.name, {}).get("module")
-        moved = f" ({loc.CONNECTOR_IMPL.name} is in {where} in this release)" if where else ""
-        fixes = []
-        if compat["buildable"]:
-            fixes.append(
-                f"{USE_COMPAT}: it finds the class wherever the release put it "
-                '(--kv-transfer-config \'{"kv_connector": "LMCacheCompatConnector", '
-                '"kv_connector_module_path": "lmcache_compat.vllm", "kv_role": "kv_both"}\')'
+    out: ImportCheckJSON = {"checked": True, "imports": imported, "missing": missing}
+    if not missing:
+        return out, None
+    found_in = modules.get(loc.CONNECTOR_IMPL.name)
+    moved = f" ({loc.CONNECTOR_IMPL.name} is in {found_in} in this release)" if found_in else ""
+    fixes: list[Fix] = []
+    if compat.buildable:
+        fixes.append(
+            Fix(
+                "use-compat",
+                detail=": it finds the class wherever the release put it (--kv-transfer-config "
+                f'\'{{"kv_connector": "{CONNECTOR_NAME}", "kv_connector_module_path": '
+                f'"{CONNECTOR_MODULE}", "kv_role": "kv_both"}}\')',
             )
-        last = _last_release_with(missing[0])
-        if last is not None:
-            fixes.append(f"use LMCache <= {last}")
-        out["issue"] = {
-            "key": "vllm-connector-import-path",
-            "connector": CONNECTORS["vllm"],
-            "connector_key": "vllm",
-            "severity": "broken",
-            "problem": f"vLLM {vllm_raw}'s LMCacheConnectorV1 imports {', '.join(missing)}, "
-            f"which LMCache {lmcache_raw} does not have{moved}: ModuleNotFoundError when vLLM "
-            "builds the connector",
-            "fix": ", or ".join(fixes) or "none known",
-            "fixes": fixes,
-            "source": "scanned",
-        }
-    return out
+        )
+    last = _last_release_with(missing[0])
+    if last is not None:
+        fixes.append(use_lmcache_at_most(last))
+    return out, Issue(
+        "vllm-connector-import-path",
+        "vllm",
+        "broken",
+        f"vLLM {vllm_raw}'s LMCacheConnectorV1 imports {', '.join(missing)}, which LMCache "
+        f"{lmcache_raw} does not have{moved}: ModuleNotFoundError when vLLM builds the connector",
+        tuple(fixes),
+        "scanned",
+    )
 
 
 def _vllm_connector_imports() -> list[str] | None:
     """The ``lmcache`` modules vLLM's installed ``lmcache_connector.py`` imports (any depth)."""
-    import ast
-
-    from lmcache_compat.errors import ScanError
-    from lmcache_compat.scan.budgets import Meter
-    from lmcache_compat.scan.classreader import parse_source
-    from lmcache_compat.scan.sources import read_regular_file
-    from lmcache_compat.upstream.resolve import where
-
     try:
         dotted, _ = where(loc.VLLM_LMCACHE_CONNECTOR)
-        import importlib.util
-
-        spec = importlib.util.find_spec(loc.VLLM)
-        if spec is None or not spec.submodule_search_locations:
+        root = package_root(loc.VLLM)
+        if root is None:
             return None
-        from pathlib import Path
-
-        root = Path(next(iter(spec.submodule_search_locations))).parent
         path = root / loc.module_file(dotted)
         meter = Meter()
         tree = parse_source(
@@ -305,8 +487,6 @@ def _vllm_connector_imports() -> list[str] | None:
 
 def _last_release_with(dotted: str) -> str | None:
     """The newest release of the shipped matrix in which some class lives in ``dotted``."""
-    from lmcache_compat.upstream.matrix import load_matrix
-
     last = None
     for row in load_matrix().rows:
         if dotted in row.modules.values():
@@ -315,24 +495,22 @@ def _last_release_with(dotted: str) -> str | None:
 
 
 def _engine_sources(
-    lmcache_raw: str | None, vllm_raw: str | None, compat: dict[str, Any]
-) -> list[dict[str, Any]]:
+    lmcache_raw: str | None, vllm_raw: str | None, compat: CompatEngine
+) -> list[EngineSourceJSON]:
     """Where an LMCacheConnectorV1Impl would come from: LMCache's own module (the default) and
     vLLM's vendored copy (``use_native=True``)."""
-    from importlib import metadata
-    from pathlib import Path
-
-    from lmcache_compat.versions import parse_version
-
-    out: list[dict[str, Any]] = []
+    out: list[EngineSourceJSON] = []
     if lmcache_raw is not None:
-        entry: dict[str, Any] = {
+        entry: EngineSourceJSON = {
             "source": "LMCache's own module (default)",
-            "present": bool(compat["buildable"]),
+            "present": compat.buildable,
         }
-        if compat["buildable"]:
-            entry["module"] = compat["module"]
-            entry["found_by"] = compat["found_by"]
+        if compat.module is not None and compat.found_by is not None:
+            entry["module"] = compat.module
+            entry["found_by"] = compat.found_by
+        if compat.candidates:
+            entry["candidates"] = list(compat.candidates)
+            entry["reason"] = "several modules define a matching class; none was chosen"
         out.append(entry)
     if vllm_raw is not None:
         try:
@@ -340,7 +518,7 @@ def _engine_sources(
             path = Path(str(metadata.distribution("vllm").locate_file(native)))
         except metadata.PackageNotFoundError:
             return out
-        entry = {
+        vendored: EngineSourceJSON = {
             "source": "vLLM's vendored copy (use_native=True)",
             "path": str(path),
             "present": path.is_file(),
@@ -352,24 +530,30 @@ def _engine_sources(
                 lm = None
             if lm is not None:
                 row = issue("native-copy-range")
-                entry["imports_with_installed_lmcache"] = not matches(lm, row.lmcache_specifiers)
-        out.append(entry)
+                vendored["imports_with_installed_lmcache"] = not matches(lm, row.lmcache_specifiers)
+        out.append(vendored)
     return out
 
 
 # --- doctor --mp-server URL: a running LMCache MP server's release (its HTTP front end) ---------
 
 
-def mp_servers_report(urls: Sequence[str], installed: str | None) -> list[dict[str, Any]]:
+def mp_servers_report(urls: Sequence[str], installed: str | None) -> list[ServerJSON]:
     """For each HTTP front end URL: the release its server reports beside the installed LMCache
     (``matches``: ``None`` when either is unknown), or ``error`` when it cannot be reached."""
-    from lmcache_compat.errors import MPServerError
-    from lmcache_compat.mp.server import server_release
-
-    out: list[dict[str, Any]] = []
+    out: list[ServerJSON] = []
     for url in urls:
         try:
-            out.append(server_release(url, client=installed).to_json())
+            found = server_release(url, client=installed)
         except MPServerError as exc:
             out.append({"url": url, "error": " ".join(str(exc).split())})
+            continue
+        out.append(
+            {
+                "url": found.url,
+                "release": found.release,
+                "client": found.client,
+                "matches": found.matches,
+            }
+        )
     return out

@@ -1,11 +1,12 @@
 """The text of ``lmcache-compat doctor``, rendered from its JSON object
-(:func:`lmcache_compat.report.doctor.doctor_report`): everything printed is in the JSON."""
+(:meth:`lmcache_compat.report.doctor.DoctorReport.to_json`): everything printed is in the JSON."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from lmcache_compat.mp.server import ROUTE
+from lmcache_compat.report.doctor import DoctorJSON, IssueJSON, ServerJSON
 from lmcache_compat.upstream.known_issues import issue
 
 __all__ = ["format_doctor", "format_mp_servers", "format_verdict"]
@@ -13,14 +14,14 @@ __all__ = ["format_doctor", "format_mp_servers", "format_verdict"]
 _EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
 
 
-def format_doctor(report: dict[str, Any]) -> str:
+def format_doctor(report: DoctorJSON) -> str:
     """The human-readable ``doctor`` output (everything in it is in the JSON object)."""
     lm = report["lmcache"]
-    status = report.get("lmcache_in_matrix") or {}
+    status = report["lmcache_in_matrix"]
     extra = ""
-    if status.get("prerelease"):
+    if status is not None and status.get("prerelease"):
         extra = " (pre-release)"
-    if status.get("status") == "newer":
+    if status is not None and status["status"] == "newer":
         extra += f" (newer than the shipped matrix: newest {status['newest']})"
     lines = [
         "lmcache-compat doctor",
@@ -29,14 +30,16 @@ def format_doctor(report: dict[str, Any]) -> str:
         f"  LMCache         {lm or 'not installed'}{extra}",
         f"  vLLM            {report['vllm'] or 'not installed'}",
     ]
-    lines += format_mp_servers(report.get("mp_servers") or [])
+    lines += format_mp_servers(report.get("mp_servers", []))
     native_words = f" (does NOT import with this LMCache: {issue('native-copy-range').problem})"
     for src in report["engine_sources"]:
         state = "found" if src["present"] else "NOT found"
         detail = ""
         if "module" in src:
-            how = " (found by name, not at a known path)" if src["found_by"] == "search" else ""
+            how = " (found by name, not at a known path)" if src.get("found_by") == "search" else ""
             detail = f" in {src['module']}{how}"
+        if "candidates" in src:
+            detail = f": ambiguous, {src.get('reason', '')}: {', '.join(src['candidates'])}"
         if "imports_with_installed_lmcache" in src:
             detail += (
                 " (imports with this LMCache)"
@@ -44,15 +47,22 @@ def format_doctor(report: dict[str, Any]) -> str:
                 else native_words
             )
         lines.append(f"  engine source   {src['source']}: {state}{detail}")
-    check = report.get("vllm_connector_import") or {}
-    if check.get("checked"):
-        state = "MISSING in this LMCache" if check["missing"] else "present"
-        lines.append(f"  vLLM's LMCacheConnectorV1 imports {', '.join(check['imports'])}: {state}")
+    for cls, modules in report["ambiguous"].items():
+        lines.append(f"  ambiguous       {cls}: defined in {', '.join(modules)} (none chosen)")
+    check = report["vllm_connector_import"]
+    if check is not None and check["checked"]:
+        state = "MISSING in this LMCache" if check.get("missing") else "present"
+        lines.append(
+            f"  vLLM's LMCacheConnectorV1 imports {', '.join(check.get('imports', []))}: {state}"
+        )
     lines += ["", f"Capabilities ({report['capabilities_basis']}):"]
-    scanned = any(c["present"] is not None for c in report["capabilities"])
+    scanned = any(c["present"] is not None or "unknown" in c for c in report["capabilities"])
     header = ("capability", "since", "present" if scanned else "expected", "without it")
     rows = [header]
     for cap in report["capabilities"]:
+        if "unknown" in cap:
+            rows.append((cap["capability"], cap["since"], "unknown", cap["unknown"]))
+            continue
         have = cap["present"] if scanned else cap["expected"] == "yes"
         shown = ("yes" if have else "NO") if scanned else _EXPECTATION_WORDS[cap["expected"]]
         tail = "-" if have else cap["impact"]
@@ -64,27 +74,24 @@ def format_doctor(report: dict[str, Any]) -> str:
         lines.append(
             f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
         )
-    lines += ["", *format_verdict(report["vllm"], lm, report)]
+    lines += ["", *format_verdict(report["vllm"], lm, report["verdict"], report["issues"])]
+    for note in report["notes"]:
+        lines += ["", f"Note: {note}"]
     return "\n".join(lines)
 
 
-def format_verdict(vllm: str | None, lmcache: str | None, result: dict[str, Any]) -> list[str]:
-    """The verdict block of ``doctor`` for ``result`` (:func:`known_issues.verdict`'s keys)."""
-    lines = [
-        f"Verdict for vLLM {vllm or '-'} + LMCache {lmcache or '-'}: {result['verdict'].upper()}"
-    ]
-    for item in result["issues"]:
+def format_verdict(
+    vllm: str | None, lmcache: str | None, verdict: str, issues: Sequence[IssueJSON]
+) -> list[str]:
+    """The verdict block of ``doctor``."""
+    lines = [f"Verdict for vLLM {vllm or '-'} + LMCache {lmcache or '-'}: {verdict.upper()}"]
+    for item in issues:
         lines.append(f"  [{item['severity']}] {item['connector']}: {item['problem']}")
         lines.append(f"      fix: {item['fix']} ({item['source']})")
-    for note in result["notes"]:
-        lines.append("")
-        lines.append(f"Note: {note}")
     return lines
 
 
-def format_mp_servers(entries: Sequence[dict[str, Any]]) -> list[str]:
-    from lmcache_compat.mp.server import ROUTE
-
+def format_mp_servers(entries: Sequence[ServerJSON]) -> list[str]:
     lines = []
     for entry in entries:
         url, release, client = entry["url"], entry.get("release"), entry.get("client")
@@ -95,9 +102,9 @@ def format_mp_servers(entries: Sequence[dict[str, Any]]) -> list[str]:
                 f"release not reported (no {ROUTE}: a release before that route, or not an "
                 "LMCache MP front end)"
             )
-        elif entry["matches"] is None:
+        elif entry.get("matches") is None:
             state = f"LMCache {release} (installed LMCache unknown: cannot compare)"
-        elif entry["matches"]:
+        elif entry.get("matches"):
             state = f"LMCache {release} (the installed release)"
         else:
             state = (

@@ -16,13 +16,16 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from lmcache_compat.core.catalog import CATALOG
 from lmcache_compat.core.signatures import MethodFacts, to_json
-from lmcache_compat.core.surface import release_capabilities, render_surface
+from lmcache_compat.core.surface import release_capabilities, render_surface, undecided
 from lmcache_compat.errors import InvalidSourceError, NotLMCacheError
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import ClassReader, Index
-from lmcache_compat.scan.sources import SourceTree, open_source
+from lmcache_compat.scan.sources import SourceTree
+from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import locate_all
 
 __all__ = ["ScanResult", "scan", "scan_tree"]
 
@@ -41,6 +44,8 @@ class ScanResult:
     found_by: dict[str, str] = field(default_factory=dict)
     missing_classes: list[str] = field(default_factory=list)
     external_bases: dict[str, list[str]] = field(default_factory=dict)
+    #: class -> the modules of the several definitions that match it (none was chosen).
+    ambiguous: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def lmcache_version(self) -> str | None:
@@ -48,8 +53,23 @@ class ScanResult:
 
     @property
     def capabilities(self) -> dict[str, bool]:
-        """Every catalog capability -> whether the scanned classes carry it."""
+        """Every catalog capability -> whether the scanned classes carry it (``False`` for the
+        :attr:`undecided` ones too)."""
         return release_capabilities(self.classes)
+
+    @property
+    def undecided(self) -> dict[str, str]:
+        """Capability -> why these files cannot decide it: its class is ambiguous (several
+        candidates), or a rule cannot classify its member's annotation."""
+        out = undecided(self.classes)
+        for row in CATALOG:
+            for owner in row.owners:
+                if owner.name in self.ambiguous:
+                    out[row.capability.value] = (
+                        f"{owner.name} is ambiguous: several modules define a matching class "
+                        f"({', '.join(self.ambiguous[owner.name])})"
+                    )
+        return out
 
     def surfaces(self) -> dict[str, dict[str, list[str]]]:
         return {cls: render_surface(methods) for cls, methods in sorted(self.classes.items())}
@@ -87,22 +107,27 @@ class ScanResult:
         data["details"] = self.details()
         data["missing_classes"] = sorted(self.missing_classes)
         data["external_bases"] = {k: v for k, v in sorted(self.external_bases.items()) if v}
+        if self.ambiguous:  # absent from a release matrix row: no real release has it
+            data["ambiguous"] = {k: list(v) for k, v in sorted(self.ambiguous.items())}
+        undecided_caps = self.undecided
+        if undecided_caps:
+            data["undecided"] = dict(sorted(undecided_caps.items()))
         return data
 
 
 def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCANNED) -> ScanResult:
     """Scan an opened :class:`SourceTree` for ``places`` (default: LMCache's classes)."""
-    from lmcache_compat.upstream.resolve import locate_all
-
     index = Index(tree)
     reader = ClassReader(index)
     result = ScanResult(tree.description, tree.project, tree.version, tree.package, {})
     try:
         located = locate_all(index, reader, places)
+        result.ambiguous.update(located.ambiguous)
         for place in places:
-            found = located.get(place.name)
+            found = located.found.get(place.name)
             if found is None:
-                result.missing_classes.append(place.name)
+                if place.name not in located.ambiguous:
+                    result.missing_classes.append(place.name)
                 continue
             module, node, how = found
             info = reader.info(module, node)
@@ -117,7 +142,7 @@ def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCAN
                 result.external_bases[place.name] = info.external
     except RecursionError:
         raise InvalidSourceError(f"{tree.description}: classes nest too deeply to read") from None
-    if not result.classes:
+    if not result.classes and not result.ambiguous:
         raise NotLMCacheError(
             f"{tree.description}: none of the modules that define "
             f"{', '.join(p.name for p in places)} exist, nor is any of them defined anywhere "

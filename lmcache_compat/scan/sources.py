@@ -24,7 +24,6 @@ from pathlib import Path
 from lmcache_compat.errors import (
     BudgetExceededError,
     NotLMCacheError,
-    SourceNotFoundError,
     UnreadableArchiveError,
 )
 from lmcache_compat.scan.budgets import BUDGETS, Budgets, Meter, over
@@ -32,10 +31,13 @@ from lmcache_compat.scan.budgets import BUDGETS, Budgets, Meter, over
 __all__ = [
     "BUDGETS",
     "Budgets",
+    "DirTree",
     "Meter",
     "SourceTree",
+    "describe_mode",
     "directory_tree",
-    "open_source",
+    "metadata_of_dir",
+    "package_root",
     "parse_metadata",
     "read_regular_file",
     "require_project",
@@ -48,7 +50,7 @@ def _canonical(name: str) -> str:
     return str(canonicalize_name(name))
 
 
-def _describe_mode(mode: int) -> str:
+def describe_mode(mode: int) -> str:
     for test, word in (
         (stat.S_ISDIR, "a directory"),
         (stat.S_ISFIFO, "a FIFO"),
@@ -74,7 +76,7 @@ def read_regular_file(path: Path, limit: int, what: str, where: str | None = Non
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise UnreadableArchiveError(f"{where}: {_describe_mode(mode)}, not a file")
+            raise UnreadableArchiveError(f"{where}: {describe_mode(mode)}, not a file")
         size = os.fstat(fd).st_size
         if size > limit:
             raise over(where, what, limit, f"{size} bytes")
@@ -148,7 +150,7 @@ class SourceTree:
         self.close()
 
 
-class _DirTree(SourceTree):
+class DirTree(SourceTree):
     """A directory on disk (a source tree, or the installed distribution's site-packages)."""
 
     def __init__(self, *args: object, root: Path, follow_links: bool) -> None:
@@ -218,7 +220,7 @@ def require_project(where: str, project: str | None, package: str, *, has_packag
         raise NotLMCacheError(f"{where}: no {package}/ Python package inside")
 
 
-def _metadata_of_dir(root: Path, package: str, meter: Meter) -> tuple[str | None, str | None]:
+def metadata_of_dir(root: Path, package: str, meter: Meter) -> tuple[str | None, str | None]:
     """``(project, version)`` from ``root/PKG-INFO`` or a ``*.dist-info/METADATA`` of
     ``package`` in ``root``; metadata that is a link out of the tree or not a file is refused."""
     limit = meter.budgets.metadata_bytes
@@ -239,58 +241,10 @@ def _metadata_of_dir(root: Path, package: str, meter: Meter) -> tuple[str | None
     return None, None
 
 
-def _open_dir(path: Path, package: str, meter: Meter) -> SourceTree:
-    root = path
-    init = root / package / "__init__.py"
-    if not init.is_file():
-        if path.name == package and (path / "__init__.py").is_file():
-            root = path.parent
-        else:
-            raise NotLMCacheError(f"{path}: no {package}/__init__.py in this directory")
-    project, version = _metadata_of_dir(root, package, meter)
-    return _DirTree(
-        f"directory {path}", project, version, package, meter, root=root, follow_links=False
-    )
-
-
-def _open_installed(package: str, meter: Meter) -> SourceTree:
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution(package)
-        version = dist.version
-    except metadata.PackageNotFoundError:
-        import sys
-
-        raise SourceNotFoundError(
-            f"{package} is not installed in this environment ({sys.executable}); "
-            "pass a wheel, an sdist or a source directory to scan instead"
-        ) from None
-    except (OSError, UnicodeError, ValueError) as exc:
-        raise UnreadableArchiveError(
-            f"the installed {package}'s metadata cannot be read ({type(exc).__name__}: {exc})"
-        ) from None
-    init = Path(str(dist.locate_file(f"{package}/__init__.py")))
-    if not init.is_file():
-        raise SourceNotFoundError(
-            f"the installed {package} {version} has no {package}/__init__.py beside its "
-            "metadata (an editable install?); pass its source directory to scan instead"
-        )
-    return _DirTree(
-        f"installed {package} {version} ({init.parent})",
-        package,
-        version,
-        package,
-        meter,
-        root=init.parent.parent,
-        follow_links=True,
-    )
-
-
 def directory_tree(root: Path, package: str, meter: Meter) -> SourceTree:
     """The importable ``package`` under ``root`` (e.g. site-packages), links followed (an
     installer may link files into its cache)."""
-    return _DirTree(
+    return DirTree(
         f"{package} at {root / package}",
         package,
         None,
@@ -301,34 +255,13 @@ def directory_tree(root: Path, package: str, meter: Meter) -> SourceTree:
     )
 
 
-def open_source(
-    target: str | os.PathLike[str] | None,
-    package: str = "lmcache",
-    meter: Meter | None = None,
-) -> SourceTree:
-    """Open ``target`` (a ``.whl``, a ``.tar.gz``, a directory, or ``None`` for the installed
-    distribution) as the source tree of ``package``."""
-    meter = meter or Meter()
-    if target is None:
-        return _open_installed(package, meter)
-    path = Path(target)
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise SourceNotFoundError(f"{path}: no such file or directory") from None
-    except PermissionError:
-        raise UnreadableArchiveError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise UnreadableArchiveError(f"{path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(st.st_mode):
-        return _open_dir(path, package, meter)
-    name = path.name.lower()
-    if not stat.S_ISREG(st.st_mode):
-        raise UnreadableArchiveError(f"{path}: {_describe_mode(st.st_mode)}, not an archive")
-    from lmcache_compat.scan.archives import open_sdist, open_wheel
+def package_root(package: str) -> Path | None:
+    """The directory that holds the importable ``package`` (its ``site-packages``), found
+    without importing it (``find_spec`` of a top-level package reads no code but its
+    ``__init__``'s location)."""
+    import importlib.util
 
-    if name.endswith((".whl", ".zip")):
-        return open_wheel(path, package, meter)
-    if name.endswith((".tar.gz", ".tgz")):
-        return open_sdist(path, package, meter)
-    raise UnreadableArchiveError(f"{path}: not a wheel (.whl), an sdist (.tar.gz) or a directory")
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))).parent

@@ -40,10 +40,7 @@ __all__ = [
     "Grid",
     "PairResult",
     "VllmTier",
-    "connector_problems",
     "load_grid",
-    "render_markdown",
-    "render_text",
 ]
 
 DATA_FILE = "vllm_grid.json"
@@ -245,103 +242,3 @@ def load_grid() -> Grid:
         return grid_from_json(json.loads(raw))
     except (ValueError, KeyError, TypeError) as exc:
         raise DataFileError(f"shipped vLLM grid is malformed: {exc}") from None
-
-
-# --- rendering: "which LMCache works with vLLM X?" ----------------------------------------------
-
-
-def _spans(chosen: Iterable[str], ordered: list[str]) -> str:
-    """``chosen`` (a subset of ``ordered``) as runs of neighbours: ``0.3.9 ... 0.3.12, 0.5.6``."""
-    picked = set(chosen)
-    runs: list[list[str]] = []
-    for previous, version in zip([None, *ordered], ordered, strict=False):
-        if version not in picked:
-            continue
-        if runs and previous == runs[-1][-1]:
-            runs[-1].append(version)
-        else:
-            runs.append([version])
-    return ", ".join(r[0] if len(r) == 1 else f"{r[0]} ... {r[-1]}" for r in runs)
-
-
-def connector_problems(tier: VllmTier, connector: str) -> list[str]:
-    """``"<aspect> <status>: <releases>"`` for each aspect and status the connector showed
-    over ``tier``'s measured pairs, in :data:`ASPECTS` order (``[]``: none)."""
-    from packaging.version import Version
-
-    ordered = sorted(tier.pairs, key=Version)
-    found: dict[tuple[str, str], list[str]] = {}
-    for version in ordered:
-        run = tier.pairs[version].connectors.get(connector)
-        for aspect, cell in run.problems() if run is not None else ():
-            found.setdefault((aspect, cell.status), []).append(version)
-    keys = sorted(found, key=lambda k: (ASPECTS.index(k[0]), k[1]))
-    return [
-        f"{aspect} {status}: {_spans(found[aspect, status], ordered)}" for aspect, status in keys
-    ]
-
-
-def importing_releases(tier: VllmTier) -> tuple[str, int, int]:
-    """The releases whose vLLM adapter module imports beside ``tier``'s vLLM, as spans, with
-    their number and the number measured."""
-    from packaging.version import Version
-
-    ordered = sorted(tier.imports, key=Version)
-    good = [v for v in ordered if tier.imports[v].get(ADAPTER_MODULE) == "ok"]
-    return _spans(good, ordered), len(good), len(ordered)
-
-
-def unit_test_words(tier: VllmTier) -> str:
-    if not tier.unit_tests:
-        return "not shipped in the sdist"
-    outcomes = ("passed", "failed", "error", "skipped")
-    counts = {
-        key: f"{run.get('passed', 0)}/{sum(int(run.get(k, 0)) for k in outcomes)}"
-        for key, run in tier.unit_tests.items()
-        if key in CONNECTOR_KEYS and isinstance(run, Mapping)
-    }
-    return ", ".join(f"{key} {count}" for key, count in counts.items())
-
-
-def render_markdown(grid: Grid) -> str:
-    """One row per measured vLLM: the LMCache releases whose adapter imports, and each
-    connector's degraded or broken aspects over the seed-scenario releases."""
-    from packaging.version import Version
-
-    scenario = sorted({v for t in grid.tiers for v in t.pairs}, key=Version)
-    rows = [
-        f"Seed scenario over LMCache {', '.join(scenario)}; imports over every wheel release.",
-        "",
-        "| vLLM | LMCache adapter imports | vLLM's `LMCacheConnectorV1` | "
-        "`LMCacheCompatConnector` | vLLM's connector tests (passed/run) |",
-        "|---|---|---|---|---|",
-    ]
-    for tier in grid.tiers:
-        spans, good, total = importing_releases(tier)
-        cols = [
-            "<br>".join(connector_problems(tier, key)) or "no problem measured"
-            for key in CONNECTOR_KEYS
-        ]
-        rows.append(
-            f"| {tier.vllm} | {spans} ({good} of {total}) | {cols[0]} | {cols[1]} | "
-            f"{unit_test_words(tier)} |"
-        )
-    return "\n".join(rows) + "\n"
-
-
-def render_text(grid: Grid) -> str:
-    """:func:`render_markdown` as plain text, one block per vLLM."""
-    lines: list[str] = []
-    for tier in grid.tiers:
-        spans, good, total = importing_releases(tier)
-        lines.append(f"vLLM {tier.vllm} (torch {tier.torch or '?'})")
-        lines.append(f"  LMCache adapter imports: {spans} ({good} of {total} releases)")
-        for key, name in (
-            ("vllm", "vLLM's LMCacheConnectorV1"),
-            ("compat", "LMCacheCompatConnector"),
-        ):
-            problems = connector_problems(tier, key)
-            lines.append(f"  {name}: {'no problem measured' if not problems else ''}".rstrip())
-            lines += [f"    {p}" for p in problems]
-        lines.append(f"  vLLM's connector tests: {unit_test_words(tier)}")
-    return "\n".join(lines) + "\n"

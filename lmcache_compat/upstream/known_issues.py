@@ -1,47 +1,109 @@
 """Known breakages of vLLM x LMCache pairs, as data, and the verdict for an installed pair.
 
-Each row names the vLLM and LMCache versions it covers (``packaging`` specifier sets, any of
-which may match; pre-releases and dev builds match too), which connector it concerns, what goes
-wrong, how bad it is (``broken``: fails or computes wrongly; ``degraded``: works but loses
-something) and the fix. ``source`` says how we know: ``verified`` rows are re-checked by this
-project's real tiers, ``scanned`` rows follow from the shipped release matrix (the method is
-absent in those releases), ``reference`` rows come from reading vLLM's sources.
+Each :class:`KnownIssue` row names the vLLM and LMCache versions it covers (``packaging``
+specifier sets, any of which may match; pre-releases and dev builds match too), which connector
+it concerns, what goes wrong, how bad it is (``broken``: fails or computes wrongly;
+``degraded``: works but loses something) and its fixes (typed :class:`Fix` records, a version a
+:class:`~packaging.version.Version`). ``source`` says how we know: ``verified`` rows are
+re-checked by this project's real tiers, ``scanned`` rows follow from the shipped release matrix
+(the method is absent in those releases), ``reference`` rows come from reading vLLM's sources.
+
+:func:`verdict` judges a pair: a pair the shipped grid measured
+(:mod:`~lmcache_compat.upstream.grid`) by the measurement, the rest by the rows. Every issue found
+is an :class:`Issue` (``doctor`` renders them).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from lmcache_compat.core.catalog import Capability
 from lmcache_compat.upstream.grid import CONNECTOR_KEYS
-from lmcache_compat.upstream.locations import VLLM_LMCACHE_CONNECTOR
 
 if TYPE_CHECKING:
     from packaging.version import Version
 
-__all__ = ["CONNECTORS", "KNOWN_ISSUES", "USE_COMPAT", "KnownIssue", "matches", "verdict"]
+    from lmcache_compat.upstream.grid import VllmTier
 
-#: The fix "use our connector": offered only where it can be built for the installed pair.
-USE_COMPAT = "use the lmcache-compat connector"
+__all__ = [
+    "KNOWN_ISSUES",
+    "Fix",
+    "Issue",
+    "KnownIssue",
+    "Verdict",
+    "issue",
+    "matches",
+    "overall",
+    "verdict",
+]
 
 Severity = Literal["broken", "degraded"]
 Connector = Literal["vllm", "vllm-native", "vllm-mp", "any", "compat"]
-
-#: How each connector key is shown.
-CONNECTORS: dict[str, str] = {
-    "vllm": VLLM_LMCACHE_CONNECTOR.name,
-    "vllm-native": f"{VLLM_LMCACHE_CONNECTOR.name} (use_native=True)",
-    "vllm-mp": "LMCacheMPConnector",
-    "any": "any connector",
-    "compat": "LMCacheCompatConnector",
-}
+Overall = Literal["ok", "degraded", "broken", "unknown"]
+#: Which connector an issue concerns: vLLM's in-tree ``LMCacheConnectorV1`` (with or without
+#: ``use_native``), vLLM's ``LMCacheMPConnector``, any connector, or ours (the report names them).
 
 
-@dataclass(frozen=True)
+def _version(text: str) -> Version:
+    from packaging.version import Version
+
+    return Version(text)
+
+
+FixKind = Literal["upgrade-lmcache", "use-lmcache", "upgrade-vllm", "use-compat", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    """One way to fix an issue. ``version`` is the release it names (``>= version``, or for
+    ``use-lmcache`` ``<= version``); ``below`` an exclusive upper bound."""
+
+    kind: FixKind
+    version: Version | None = None
+    below: Version | None = None
+    #: The words, for ``other`` (and what follows the connector's name for ``use-compat``).
+    detail: str = ""
+
+    def __str__(self) -> str:
+        if self.kind == "upgrade-lmcache":
+            bound = f", < {self.below}" if self.below is not None else ""
+            return f"upgrade LMCache to >= {self.version}{bound}"
+        if self.kind == "use-lmcache":
+            return f"use LMCache <= {self.version}"
+        if self.kind == "upgrade-vllm":
+            return f"upgrade vLLM to >= {self.version}"
+        if self.kind == "use-compat":
+            return f"use the lmcache-compat connector{self.detail}"
+        return self.detail
+
+
+def upgrade_lmcache(at: str, below: str | None = None) -> Fix:
+    return Fix("upgrade-lmcache", _version(at), _version(below) if below else None)
+
+
+def upgrade_vllm(at: str) -> Fix:
+    return Fix("upgrade-vllm", _version(at))
+
+
+def use_lmcache_at_most(version: str) -> Fix:
+    return Fix("use-lmcache", _version(version))
+
+
+def other(text: str) -> Fix:
+    return Fix("other", detail=text)
+
+
+#: "use our connector": offered only where it can be built for the installed pair.
+USE_COMPAT = Fix("use-compat")
+
+
+@dataclass(frozen=True, slots=True)
 class Lacks:
     """The LMCache releases that lack a capability, read from the shipped matrix (a ``scanned``
-    row's range: never written down a second time)."""
+    row's range: never written down a second time). Its fix: upgrade to the first release that
+    has it."""
 
     capability: Capability
 
@@ -51,18 +113,37 @@ class Lacks:
         since = load_matrix().since(self.capability)
         return (f"<{since}",) if since else ()
 
-    def upgrade(self) -> str:
+    def upgrade(self) -> Fix:
         from lmcache_compat.upstream.matrix import load_matrix
 
-        return f"upgrade LMCache to >= {load_matrix().since(self.capability)}"
+        since = load_matrix().since(self.capability)
+        return upgrade_lmcache(since) if since else other("none known")
 
 
 #: In ``fixes``: "upgrade LMCache to the first release with the capability" (from the matrix).
-UPGRADE = "<upgrade>"
+UPGRADE = other("<upgrade>")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One problem found for a pair, with its fixes."""
+
+    key: str
+    connector: Connector
+    severity: Severity
+    problem: str
+    fixes: tuple[Fix, ...]
+    source: str
+
+    @property
+    def fix(self) -> str:
+        return ", or ".join(map(str, self.fixes)) or "none known"
+
+
+@dataclass(frozen=True, slots=True)
 class KnownIssue:
+    """One row of :data:`KNOWN_ISSUES`."""
+
     key: str
     #: Specifier sets (``">=0.13.0"``); the row applies when any of them matches. ``()``: all.
     vllm: tuple[str, ...]
@@ -70,14 +151,13 @@ class KnownIssue:
     connector: Connector
     severity: Severity
     problem: str
-    #: Alternatives, any of which fixes it (:data:`USE_COMPAT` is dropped by ``doctor`` where
-    #: the lmcache-compat connector cannot be built for the installed pair).
-    fixes: tuple[str, ...]
+    #: Alternatives, any of which fixes it (:data:`USE_COMPAT` is dropped where the
+    #: lmcache-compat connector cannot be built for the installed pair).
+    fixes: tuple[Fix, ...]
     source: Literal["verified", "scanned", "reference"]
     #: The grid aspect (:data:`lmcache_compat.upstream.grid.ASPECTS`) the row is about: for a
-    #: measured
-    #: pair the measurement replaces the row, unless it recorded ``n/a`` (a fallback ran; the
-    #: row says what the fallback loses). ``None``: the grid does not measure it.
+    #: measured pair the measurement replaces the row, unless it recorded ``n/a`` (a fallback
+    #: ran; the row says what the fallback loses). ``None``: the grid does not measure it.
     aspect: str | None = None
 
     @property
@@ -85,18 +165,13 @@ class KnownIssue:
         return self.lmcache.specifiers() if isinstance(self.lmcache, Lacks) else self.lmcache
 
     @property
-    def fix_texts(self) -> tuple[str, ...]:
+    def resolved_fixes(self) -> tuple[Fix, ...]:
         upgrade = self.lmcache.upgrade() if isinstance(self.lmcache, Lacks) else UPGRADE
-        return tuple(upgrade if f == UPGRADE else f for f in self.fixes)
+        return tuple(upgrade if f is UPGRADE else f for f in self.fixes)
 
-    @property
-    def fix(self) -> str:
-        return ", or ".join(self.fix_texts)
-
-    @property
-    def default_connector(self) -> bool:
-        """Whether it concerns a connector used without ``use_native`` (it decides a verdict)."""
-        return self.connector != "vllm-native"
+    def found(self, compat_buildable: bool = True) -> Issue:
+        fixes = tuple(f for f in self.resolved_fixes if compat_buildable or f.kind != "use-compat")
+        return Issue(self.key, self.connector, self.severity, self.problem, fixes, self.source)
 
 
 def matches(version: Version, specifiers: tuple[str, ...]) -> bool:
@@ -115,94 +190,98 @@ ALL: tuple[str, ...] = ()
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
     KnownIssue(
-        "unguarded-get-finished",
-        ALL,
-        Lacks(Capability.GET_FINISHED),
-        "vllm",
-        "broken",
-        "vLLM calls get_finished/request_finished unguarded; this LMCache has neither "
+        key="unguarded-get-finished",
+        vllm=ALL,
+        lmcache=Lacks(Capability.GET_FINISHED),
+        connector="vllm",
+        severity="broken",
+        problem="vLLM calls get_finished/request_finished unguarded; this LMCache has neither "
         "(AttributeError)",
-        (UPGRADE, USE_COMPAT),
-        "scanned",
+        fixes=(UPGRADE, USE_COMPAT),
+        source="scanned",
         aspect="step",
     ),
     KnownIssue(
-        "unguarded-get-kv-events",
-        (">=0.13.0",),
-        Lacks(Capability.KV_EVENTS),
-        "vllm",
-        "broken",
-        "vLLM calls get_kv_events() unguarded every step; this LMCache lacks it (AttributeError)",
-        (UPGRADE, USE_COMPAT),
-        "scanned",
+        key="unguarded-get-kv-events",
+        vllm=(">=0.13.0",),
+        lmcache=Lacks(Capability.KV_EVENTS),
+        connector="vllm",
+        severity="broken",
+        problem="vLLM calls get_kv_events() unguarded every step; this LMCache lacks it "
+        "(AttributeError)",
+        fixes=(UPGRADE, USE_COMPAT),
+        source="scanned",
         aspect="events",
     ),
     KnownIssue(
-        "vllm-no-load-failure-path",
-        ("<=0.11.1",),
-        ALL,
-        "any",
-        "degraded",
-        "this vLLM has no KVConnectorOutput.invalid_block_ids: a KV block that failed to load is "
-        "used as if it had loaded (no recompute, no error)",
-        ("upgrade vLLM to >= 0.11.2",),
-        "verified",
+        key="vllm-no-load-failure-path",
+        vllm=("<=0.11.1",),
+        lmcache=ALL,
+        connector="any",
+        severity="degraded",
+        problem="this vLLM has no KVConnectorOutput.invalid_block_ids: a KV block that failed "
+        "to load is used as if it had loaded (no recompute, no error)",
+        fixes=(upgrade_vllm("0.11.2"),),
+        source="verified",
         aspect="load_failures",
     ),
     KnownIssue(
-        "no-load-error-reporting",
-        (">=0.11.2",),
-        Lacks(Capability.LOAD_ERROR_REPORTING),
-        "any",
-        "degraded",
-        "KV load failures cannot be detected: requests may compute on missing KV "
+        key="no-load-error-reporting",
+        vllm=(">=0.11.2",),
+        lmcache=Lacks(Capability.LOAD_ERROR_REPORTING),
+        connector="any",
+        severity="degraded",
+        problem="KV load failures cannot be detected: requests may compute on missing KV "
         "(no get_block_ids_with_load_errors)",
-        (UPGRADE,),
-        "scanned",
+        fixes=(UPGRADE,),
+        source="scanned",
         aspect="load_failures",
     ),
     KnownIssue(
-        "mp-server-url-misbinding",
-        (">=0.14.1,<=0.19.1",),
-        (">=0.5.0",),
-        "vllm-mp",
-        "broken",
-        "vLLM passes server_url positionally into LMCache's server_urls: the URL becomes a "
-        "list of one-character URLs (no exception, wrong behaviour)",
-        ("upgrade vLLM to >= 0.22.1", "build the adapters with lmcache_compat.MPSchedulerAdapter"),
-        "reference",
+        key="mp-server-url-misbinding",
+        vllm=(">=0.14.1,<=0.19.1",),
+        lmcache=(">=0.5.0",),
+        connector="vllm-mp",
+        severity="broken",
+        problem="vLLM passes server_url positionally into LMCache's server_urls: the URL "
+        "becomes a list of one-character URLs (no exception, wrong behaviour)",
+        fixes=(
+            upgrade_vllm("0.22.1"),
+            other("build the adapters with lmcache_compat.MPSchedulerAdapter"),
+        ),
+        source="reference",
     ),
     KnownIssue(
-        "mp-use-mla-removed",
-        (">=0.20.2,<=0.21.0",),
-        (">=0.4.7",),
-        "vllm-mp",
-        "broken",
-        "vLLM builds ParallelStrategy with 7 positionals and reads worker_adapter.use_mla, "
-        "both gone in LMCache 0.4.7",
-        ("upgrade vLLM to >= 0.22.1", "use LMCache <= 0.4.6"),
-        "reference",
+        key="mp-use-mla-removed",
+        vllm=(">=0.20.2,<=0.21.0",),
+        lmcache=(">=0.4.7",),
+        connector="vllm-mp",
+        severity="broken",
+        problem="vLLM builds ParallelStrategy with 7 positionals and reads "
+        "worker_adapter.use_mla, both gone in LMCache 0.4.7",
+        fixes=(upgrade_vllm("0.22.1"), use_lmcache_at_most("0.4.6")),
+        source="reference",
     ),
     KnownIssue(
-        "native-copy-range",
-        ALL,
-        ("<0.3.9", ">0.3.12"),
-        "vllm-native",
-        "broken",
-        "vLLM's vendored LMCache integration imports only with LMCache 0.3.9 ... 0.3.12",
-        ("drop use_native", "use LMCache 0.3.9 ... 0.3.12"),
-        "reference",
+        key="native-copy-range",
+        vllm=ALL,
+        lmcache=("<0.3.9", ">0.3.12"),
+        connector="vllm-native",
+        severity="broken",
+        problem="vLLM's vendored LMCache integration imports only with LMCache 0.3.9 ... 0.3.12",
+        fixes=(other("drop use_native"), other("use LMCache 0.3.9 ... 0.3.12")),
+        source="reference",
     ),
     KnownIssue(
-        "shutdown-not-forwarded",
-        ALL,
-        (">=0.3.10",),
-        "vllm",
-        "degraded",
-        "vLLM's connector never forwards shutdown(): LMCache's background services are not "
-        "stopped cleanly",
-        (USE_COMPAT + " (it forwards shutdown)",),
-        "reference",
+        key="shutdown-not-forwarded",
+        vllm=ALL,
+        lmcache=(">=0.3.10",),
+        connector="vllm",
+        severity="degraded",
+        problem="vLLM's connector never forwards shutdown(): LMCache's background services are "
+        "not stopped cleanly",
+        fixes=(Fix("use-compat", detail=" (it forwards shutdown)"),),
+        source="reference",
         aspect="shutdown",
     ),
 )
@@ -216,25 +295,22 @@ def applies(row: KnownIssue, vllm: Version, lmcache: Version) -> bool:
     return matches(vllm, row.vllm) and matches(lmcache, row.lmcache_specifiers)
 
 
-def issue_json(row: KnownIssue, compat_buildable: bool = True) -> dict[str, Any]:
-    fixes = [f for f in row.fix_texts if compat_buildable or not f.startswith(USE_COMPAT)]
-    return {
-        "key": row.key,
-        "connector": CONNECTORS[row.connector],
-        "connector_key": row.connector,
-        "severity": row.severity,
-        "problem": row.problem,
-        "fix": ", or ".join(fixes) or "none known",
-        "fixes": fixes,
-        "source": row.source,
-    }
-
-
-def overall(issues: list[dict[str, Any]]) -> str:
+def overall(issues: Iterable[Issue]) -> Overall:
     """``broken`` / ``degraded`` / ``ok`` from the issues that concern the default connectors
     (a ``use_native`` problem does not decide the verdict: it is opt-in)."""
-    severities = {i["severity"] for i in issues if i["connector_key"] != "vllm-native"}
+    severities = {i.severity for i in issues if i.connector != "vllm-native"}
     return "broken" if "broken" in severities else "degraded" if severities else "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The issues of a pair and what they add up to."""
+
+    verdict: Overall
+    issues: tuple[Issue, ...] = ()
+    #: Why the verdict is ``unknown`` (``None`` otherwise).
+    reason: str | None = None
+    notes: tuple[str, ...] = field(default=())
 
 
 #: How each measured aspect reads in an issue.
@@ -249,125 +325,107 @@ ASPECT_WORDS = {
 }
 #: Connectors the grid's pair measurements cover (rows for the others still apply).
 _MEASURED = ("vllm", "compat", "any")
-
-
-def _measured_issues(
-    vllm: str, lmcache: str, compat_buildable: bool
-) -> tuple[list[dict[str, Any]] | None, list[str]]:
-    """Issues of a pair the shipped grid measured (``None``: not measured), and notes."""
-    from packaging.version import Version
-
-    from lmcache_compat.upstream.grid import load_grid
-
-    grid = load_grid()
-    tier = grid.leans_on(vllm)
-    notes: list[str] = []
-    if tier is None:
-        return None, notes
-    basis = f"measured on vLLM {tier.vllm}"
-    if Version(Version(vllm).public) != Version(tier.vllm):
-        notes.append(
-            f"vLLM {vllm} was not measured: its verdict leans on vLLM {tier.vllm}, the nearest "
-            f"measured release before it (measured: {', '.join(grid.versions)})"
-        )
-    issues: list[dict[str, Any]] = []
-    imported = tier.adapter_import(lmcache)
-    if imported is not None and imported != "ok":
-        for key in ("vllm", "compat"):
-            issues.append(
-                {
-                    "key": "adapter-import",
-                    "connector": CONNECTORS[key],
-                    "connector_key": key,
-                    "severity": "broken",
-                    "problem": f"LMCache's {ADAPTER_MODULE_TEXT} does not import: {imported}",
-                    "fix": _upgrade_to_importing(tier, lmcache),
-                    "fixes": [_upgrade_to_importing(tier, lmcache)],
-                    "source": f"verified ({basis})",
-                }
-            )
-    pair = tier.pair(lmcache)
-    if pair is None:
-        return (issues or None), notes
-    for key, run in pair.connectors.items():
-        other = pair.connectors.get("compat")
-        for aspect, cell in run.problems():
-            fixes: list[str] = []
-            span = grid.ok_span(tier, key, aspect)
-            if span is not None and Version(span[0]) > Version(Version(lmcache).public):
-                first, stop = span
-                fixes.append(
-                    f"upgrade LMCache to >= {first}" + (f", < {stop}" if stop is not None else "")
-                )
-            compat_cell = other.cells.get(aspect) if other is not None and key != "compat" else None
-            if compat_buildable and compat_cell is not None and compat_cell.status in ("ok", "n/a"):
-                fixes.append(USE_COMPAT)
-            issues.append(
-                {
-                    "key": f"measured-{aspect}",
-                    "connector": CONNECTORS[key],
-                    "connector_key": key,
-                    "severity": cell.status,
-                    "problem": f"{ASPECT_WORDS.get(aspect, aspect)}: {cell.detail}",
-                    "fix": ", or ".join(fixes) or "none known",
-                    "fixes": fixes,
-                    "source": f"verified ({basis})",
-                }
-            )
-    return issues, notes
-
-
 #: How the adapter module is named in messages (its file's stem, as the grid records it).
 ADAPTER_MODULE_TEXT = "vllm_v1_adapter"
 
 
-def _upgrade_to_importing(tier: Any, lmcache: str) -> str:
-    from packaging.version import Version
+def _measured_issues(
+    vllm: Version, lmcache: Version, compat_buildable: bool
+) -> tuple[list[Issue] | None, list[str]]:
+    """Issues of a pair the shipped grid measured (``None``: not measured), and notes."""
+    from lmcache_compat.upstream.grid import load_grid
 
+    grid = load_grid()
+    tier = grid.leans_on(str(vllm))
+    notes: list[str] = []
+    if tier is None:
+        return None, notes
+    basis = f"measured on vLLM {tier.vllm}"
+    if _version(vllm.public) != _version(tier.vllm):
+        notes.append(
+            f"vLLM {vllm} was not measured: its verdict leans on vLLM {tier.vllm}, the nearest "
+            f"measured release before it (measured: {', '.join(grid.versions)})"
+        )
+    issues: list[Issue] = []
+    imported = tier.adapter_import(str(lmcache))
+    if imported is not None and imported != "ok":
+        fix = _upgrade_to_importing(tier, lmcache)
+        for key in ("vllm", "compat"):
+            issues.append(
+                Issue(
+                    "adapter-import",
+                    key,
+                    "broken",
+                    f"LMCache's {ADAPTER_MODULE_TEXT} does not import: {imported}",
+                    (fix,) if fix is not None else (),
+                    f"verified ({basis})",
+                )
+            )
+    pair = tier.pair(str(lmcache))
+    if pair is None:
+        return (issues or None), notes
+    for key, run in pair.connectors.items():
+        theirs = pair.connectors.get("compat")
+        for aspect, cell in run.problems():
+            fixes: list[Fix] = []
+            span = grid.ok_span(tier, key, aspect)
+            if span is not None and _version(span[0]) > _version(lmcache.public):
+                fixes.append(upgrade_lmcache(span[0], span[1]))
+            compat_cell = (
+                theirs.cells.get(aspect) if theirs is not None and key != "compat" else None
+            )
+            if compat_buildable and compat_cell is not None and compat_cell.status in ("ok", "n/a"):
+                fixes.append(USE_COMPAT)
+            issues.append(
+                Issue(
+                    f"measured-{aspect}",
+                    key,  # type: ignore[arg-type]
+                    cell.status,  # type: ignore[arg-type]  # a problem: degraded or broken
+                    f"{ASPECT_WORDS.get(aspect, aspect)}: {cell.detail}",
+                    tuple(fixes),
+                    f"verified ({basis})",
+                )
+            )
+    return issues, notes
+
+
+def _upgrade_to_importing(tier: VllmTier, lmcache: Version) -> Fix | None:
     later = sorted(
-        (v for v, mods in tier.imports.items() if mods.get(ADAPTER_MODULE_TEXT) == "ok"),
-        key=Version,
+        (_version(v) for v, mods in tier.imports.items() if mods.get(ADAPTER_MODULE_TEXT) == "ok")
     )
-    newer = [v for v in later if Version(v) > Version(Version(lmcache).public)]
-    return f"upgrade LMCache to >= {newer[0]}" if newer else "none known"
+    newer = [v for v in later if v > _version(lmcache.public)]
+    return upgrade_lmcache(str(newer[0])) if newer else None
 
 
-def verdict(
-    vllm: str | None, lmcache: str | None, *, compat_buildable: bool = True
-) -> dict[str, Any]:
+def verdict(vllm: str | None, lmcache: str | None, *, compat_buildable: bool = True) -> Verdict:
     """The issues of an installed pair and the overall verdict: ``ok``, ``degraded``,
     ``broken`` or ``unknown`` (a version is missing or unparseable).
 
     A pair the shipped grid measured (:mod:`lmcache_compat.upstream.grid`) is judged by the
-    measurement
-    (``verified``), plus the rows of connectors the grid does not run (the MP connector,
-    ``use_native``); an unmeasured pair by the rows of :data:`KNOWN_ISSUES`, plus the grid's
-    import measurement of the release where it has one."""
+    measurement (``verified``), plus the rows of connectors the grid does not run (the MP
+    connector, ``use_native``); an unmeasured pair by the rows of :data:`KNOWN_ISSUES`, plus the
+    grid's import measurement of the release where it has one. Versions are compared as PEP 440
+    versions (``0.3.10.0.post2`` is ``0.3.10.post2``), never as text."""
     from lmcache_compat.errors import LMCacheVersionError
     from lmcache_compat.versions import parse_version
 
     if vllm is None or lmcache is None:
-        return {
-            "verdict": "unknown",
-            "issues": [],
-            "reason": "vLLM and LMCache are not both installed",
-            "notes": [],
-        }
+        return Verdict("unknown", reason="vLLM and LMCache are not both installed")
     try:
         v, lm = parse_version(vllm), parse_version(lmcache)
     except LMCacheVersionError as exc:
-        return {"verdict": "unknown", "issues": [], "reason": str(exc), "notes": []}
-    measured, notes = _measured_issues(vllm, lmcache, compat_buildable)
+        return Verdict("unknown", reason=str(exc))
+    measured, notes = _measured_issues(v, lm, compat_buildable)
     rows = [
-        issue_json(row, compat_buildable)
+        row.found(compat_buildable)
         for row in KNOWN_ISSUES
-        if applies(row, v, lm) and not _measured_instead(row, vllm, lmcache)
+        if applies(row, v, lm) and not _measured_instead(row, v, lm)
     ]
-    issues = (measured or []) + rows
-    return {"verdict": overall(issues), "issues": issues, "reason": None, "notes": notes}
+    issues = tuple((measured or []) + rows)
+    return Verdict(overall(issues), issues, None, tuple(notes))
 
 
-def _measured_instead(row: KnownIssue, vllm: str, lmcache: str) -> bool:
+def _measured_instead(row: KnownIssue, vllm: Version, lmcache: Version) -> bool:
     """Whether the grid's measurement of the pair replaces ``row``: the pair was measured (or
     leans on a measured vLLM), the row concerns a measured connector, and every measured
     connector it concerns recorded its aspect as something other than ``n/a``. A row the grid
@@ -375,8 +433,8 @@ def _measured_instead(row: KnownIssue, vllm: str, lmcache: str) -> bool:
     row says what the fallback loses."""
     from lmcache_compat.upstream.grid import load_grid
 
-    tier = load_grid().leans_on(vllm)
-    pair = tier.pair(lmcache) if tier is not None else None
+    tier = load_grid().leans_on(str(vllm))
+    pair = tier.pair(str(lmcache)) if tier is not None else None
     if pair is None or row.connector not in _MEASURED:
         return False
     if row.aspect is None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from lmcache_compat.core import roles
+
 __all__ = [
     "BLOCK_REMOVED",
     "BLOCK_STORED",
@@ -49,6 +51,7 @@ __all__ = [
     "PLACES",
     "VLLM",
     "VLLM_LMCACHE_CONNECTOR",
+    "VLLM_LMCACHE_MP_CONNECTOR",
     "Place",
     "module_file",
 ]
@@ -102,7 +105,7 @@ _KV = "vllm.distributed.kv_transfer"
 #: The engine object vLLM's ``LMCacheConnectorV1`` keeps as ``_lmcache_engine``.
 #: 0.5.7rc2 moved it under ``lmcache.inprocess`` (nothing left at the old path).
 CONNECTOR_IMPL = Place(
-    "LMCacheConnectorV1Impl",
+    roles.CONNECTOR.name,
     LMCACHE,
     (
         "lmcache.inprocess.integration.vllm.vllm_v1_adapter",
@@ -110,14 +113,14 @@ CONNECTOR_IMPL = Place(
     ),
 )
 #: The multi-process adapters and their argument types (0.3.13 on).
-MP_SCHEDULER = Place("LMCacheMPSchedulerAdapter", LMCACHE, (_ADAPTER,))
-MP_WORKER = Place("LMCacheMPWorkerAdapter", LMCACHE, (_ADAPTER,))
+MP_SCHEDULER = Place(roles.MP_SCHEDULER.name, LMCACHE, (_ADAPTER,))
+MP_WORKER = Place(roles.MP_WORKER.name, LMCACHE, (_ADAPTER,))
 LOAD_STORE_OP = Place("LoadStoreOp", LMCACHE, (_ADAPTER,), core=("block_ids",))
 PARALLEL_STRATEGY = Place("ParallelStrategy", LMCACHE, (_ADAPTER,), core=("tp_size",))
 #: The core engine and its builder. 0.3.1-0.3.10.post2 also define unrelated classes of these
 #: names in ``lmcache/cache_engine.py`` (the v0 engine): only the paths below count.
 ENGINE = Place(
-    "LMCacheEngine", LMCACHE, ("lmcache.inprocess.v1.cache_engine", "lmcache.v1.cache_engine")
+    roles.ENGINE.name, LMCACHE, ("lmcache.inprocess.v1.cache_engine", "lmcache.v1.cache_engine")
 )
 ENGINE_BUILDER = Place(
     "LMCacheEngineBuilder",
@@ -135,14 +138,12 @@ PACK_TOKEN_IDS = Place(
 
 # --- vLLM's vendored copy of LMCache's adapter (``use_native=True``) ----------------------------
 
-NATIVE_CONNECTOR_IMPL = Place(
-    "LMCacheConnectorV1Impl", VLLM, (_NATIVE + "vllm_v1_adapter",), under=_KV
-)
+NATIVE_CONNECTOR_IMPL = Place(roles.CONNECTOR.name, VLLM, (_NATIVE + "vllm_v1_adapter",), under=_KV)
 NATIVE_MP_SCHEDULER = Place(
-    "LMCacheMPSchedulerAdapter", VLLM, (_NATIVE + "multi_process_adapter",), under=_KV
+    roles.MP_SCHEDULER.name, VLLM, (_NATIVE + "multi_process_adapter",), under=_KV
 )
 NATIVE_MP_WORKER = Place(
-    "LMCacheMPWorkerAdapter", VLLM, (_NATIVE + "multi_process_adapter",), under=_KV
+    roles.MP_WORKER.name, VLLM, (_NATIVE + "multi_process_adapter",), under=_KV
 )
 NATIVE_LOAD_STORE_OP = Place(
     "LoadStoreOp", VLLM, (_NATIVE + "multi_process_adapter",), core=("block_ids",), under=_KV
@@ -157,9 +158,13 @@ KV_CONNECTOR_BASE = Place("KVConnectorBase_V1", VLLM, (_KV + ".kv_connector.v1.b
 KV_CONNECTOR_FACTORY = Place(
     "KVConnectorFactory", VLLM, (_KV + ".kv_connector.factory",), under=_KV
 )
-#: vLLM's in-tree connector over LMCache (what ``LMCacheCompatConnector`` replaces).
+#: vLLM's in-tree connector over LMCache (what ``LMCacheCompatConnector`` replaces), and its
+#: multi-process one.
 VLLM_LMCACHE_CONNECTOR = Place(
     "LMCacheConnectorV1", VLLM, (_KV + ".kv_connector.v1.lmcache_connector",), under=_KV
+)
+VLLM_LMCACHE_MP_CONNECTOR = Place(
+    "LMCacheMPConnector", VLLM, (_KV + ".kv_connector.v1.lmcache_mp_connector",), under=_KV
 )
 _EVENTS = "vllm.distributed.kv_events"
 BLOCK_STORED = Place("BlockStored", VLLM, (_EVENTS,), under=_EVENTS)
@@ -198,6 +203,7 @@ PLACES: tuple[Place, ...] = (
     KV_CONNECTOR_BASE,
     KV_CONNECTOR_FACTORY,
     VLLM_LMCACHE_CONNECTOR,
+    VLLM_LMCACHE_MP_CONNECTOR,
     BLOCK_STORED,
     BLOCK_REMOVED,
     KV_CONNECTOR_KV_EVENTS,

@@ -15,17 +15,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmcache_compat.core.catalog import CATALOG, Capability
+from lmcache_compat.core.catalog import Capability
 from lmcache_compat.core.signatures import MethodFacts, from_json
 from lmcache_compat.errors import DataFileError, NotInMatrixError
 
 __all__ = [
     "ReleaseMatrix",
     "ReleaseRow",
-    "diff_surfaces",
     "load_matrix",
-    "render_markdown",
-    "render_table",
 ]
 
 DATA_FILE = "releases.json"
@@ -162,87 +159,3 @@ def load_matrix() -> ReleaseMatrix:
     except (ValueError, KeyError, TypeError) as exc:
         raise DataFileError(f"shipped release matrix is malformed: {exc}") from None
     return ReleaseMatrix(rows, {k: v for k, v in data.items() if k != "releases"})
-
-
-def _owners() -> list[str]:
-    return list(dict.fromkeys(row.owner for row in CATALOG))
-
-
-def _label(row: ReleaseRow) -> str:
-    return f"{row.version} (pre-release)" if row.prerelease else row.version
-
-
-def render_table(matrix: ReleaseMatrix) -> str:
-    """A plain-text table per owning class: releases down, capabilities across."""
-    out: list[str] = []
-    for owner in _owners():
-        caps = [row.capability.value for row in CATALOG if row.owner == owner]
-        out.append(f"{owner}")
-        header = ["release", *caps]
-        labels = [_label(r) for r in matrix.rows]
-        widths = [
-            max(len(h), 12, *map(len, labels)) if i == 0 else len(h) for i, h in enumerate(header)
-        ]
-        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)))
-        for r, label in zip(matrix.rows, labels, strict=True):
-            cells = [label] + ["yes" if r.has(c) else "-" for c in caps]
-            out.append("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
-
-
-def render_markdown(matrix: ReleaseMatrix) -> str:
-    """Markdown tables (one per owning class) for the README, plus where the classes live."""
-    out: list[str] = []
-    for owner in _owners():
-        caps = [row.capability.value for row in CATALOG if row.owner == owner]
-        out.append(f"`{owner}`:")
-        out.append("")
-        out.append("| release | " + " | ".join(f"`{c}`" for c in caps) + " |")
-        out.append("|---" * (len(caps) + 1) + "|")
-        for r in matrix.rows:
-            cells = ["yes" if r.has(c) else "-" for c in caps]
-            out.append(f"| {_label(r)} | " + " | ".join(cells) + " |")
-        out.append("")
-    out.append("Where each class is defined (a move breaks code that imports it by path):")
-    out.append("")
-    out.append("| class | module | releases |")
-    out.append("|---|---|---|")
-    for cls, module, first, last in module_history(matrix):
-        span = first if first == last else f"{first} ... {last}"
-        out.append(f"| `{cls}` | `{module}` | {span} |")
-    out.append("")
-    return "\n".join(out).rstrip() + "\n"
-
-
-def module_history(matrix: ReleaseMatrix) -> list[tuple[str, str, str, str]]:
-    """``(class, module, first release, last release)`` for each run of releases in which a
-    class lives in one module, in class and release order."""
-    runs: list[tuple[str, str, str, str]] = []
-    classes = list(dict.fromkeys(c for r in matrix.rows for c in r.modules))
-    for cls in classes:
-        current: list[str] | None = None
-        for r in matrix.rows:
-            module = r.modules.get(cls)
-            if module is None:
-                if current is not None:
-                    runs.append((cls, current[0], current[1], current[2]))
-                    current = None
-                continue
-            if current is not None and current[0] == module:
-                current[2] = r.version
-            else:
-                if current is not None:
-                    runs.append((cls, current[0], current[1], current[2]))
-                current = [module, r.version, r.version]
-        if current is not None:
-            runs.append((cls, current[0], current[1], current[2]))
-    return runs
-
-
-def diff_surfaces(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """What changed between two ``scan --json`` objects (or rows' ``scan_json()``), as the
-    ``diff --json`` object (see :mod:`lmcache_compat.report.diff`)."""
-    from lmcache_compat.report.diff import ReleaseView, diff_releases
-
-    return diff_releases(ReleaseView.from_json(old), ReleaseView.from_json(new)).to_json()

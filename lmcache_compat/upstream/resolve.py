@@ -19,15 +19,16 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from lmcache_compat.core.catalog import ROLE_CORE_METHODS
+from lmcache_compat.core.roles import role_named
 from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNotFoundError
+from lmcache_compat.scan.budgets import Meter
+from lmcache_compat.scan.classreader import ClassReader, Index, Module
+from lmcache_compat.scan.sources import directory_tree, package_root
 from lmcache_compat.upstream.locations import Place, module_file
-
-if TYPE_CHECKING:
-    from lmcache_compat.scan.classreader import ClassReader, Index, Module
 
 __all__ = [
     "clear_find_cache",
@@ -38,14 +39,12 @@ __all__ = [
     "where",
 ]
 
-Located = tuple["Module", ast.ClassDef, str]
-
 
 def identifying_members(place: Place) -> tuple[str, ...]:
     """The members a definition must have to be ``place`` (a role's core methods, else the
     place's own ``core``)."""
-    core = ROLE_CORE_METHODS.get(place.name)
-    return tuple(core) if core is not None else place.core
+    role = role_named(place.name)
+    return tuple(name for name, _ in role.core) if role is not None else place.core
 
 
 def _under(relpath: str, dotted: str) -> bool:
@@ -54,7 +53,9 @@ def _under(relpath: str, dotted: str) -> bool:
     return relpath.startswith(base + "/") or relpath == base + ".py"
 
 
-def _known(index: Index, reader: ClassReader, place: Place) -> Located | None:
+def _known(
+    index: Index, reader: ClassReader, place: Place
+) -> tuple[Module, ast.ClassDef, str] | None:
     for dotted in place.modules:
         module = index.module(module_file(dotted))
         if module is None:
@@ -76,9 +77,28 @@ def _matches(reader: ClassReader, module: Module, node: ast.ClassDef, place: Pla
     return all(name in members for name in wanted)
 
 
-def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> dict[str, Located]:
-    """``class name -> (module, class node, "known" | "search")`` for each place found."""
-    found: dict[str, Located] = {}
+@dataclass(frozen=True, slots=True)
+class Located:
+    """Where each place was found, and the places several definitions match."""
+
+    #: class name -> (module, class node, ``"known"`` | ``"search"``).
+    found: dict[str, tuple[Module, ast.ClassDef, str]]
+    #: class name -> the dotted modules of the matching candidates (none was chosen).
+    ambiguous: dict[str, tuple[str, ...]]
+
+    def error(self, description: str, place: Place) -> AmbiguousLocationError:
+        return AmbiguousLocationError(
+            f"{description}: {place.name} is at none of its known paths "
+            f"({', '.join(place.modules)}) and several modules define a matching class: "
+            f"{', '.join(self.ambiguous[place.name])}; none was chosen",
+            self.ambiguous[place.name],
+        )
+
+
+def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> Located:
+    """Each class place found (at a known path, else by name), and the ambiguous ones."""
+    found: dict[str, tuple[Module, ast.ClassDef, str]] = {}
+    ambiguous: dict[str, tuple[str, ...]] = {}
     missing: list[Place] = []
     for place in places:
         if place.kind != "class":
@@ -89,7 +109,7 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
         else:
             found[place.name] = hit
     if not missing:
-        return found
+        return Located(found, ambiguous)
     names = sorted({p.name for p in missing})
     pattern = re.compile(
         rb"^[ \t]*class[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b",
@@ -117,39 +137,21 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
             if _under(m.relpath, place.search_under) and _matches(reader, m, n, place)
         ]
         if len(matching) > 1:
-            raise AmbiguousLocationError(
-                f"{index.tree.description}: {place.name} is at none of its known paths "
-                f"({', '.join(place.modules)}) and several modules define a matching class: "
-                f"{', '.join(m.dotted for m, _ in matching)}; none was chosen"
-            )
-        if matching:
+            ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in matching))
+        elif matching:
             module, node = matching[0]
             found[place.name] = (module, node, "search")
-    return found
+    return Located(found, ambiguous)
 
 
 # --- run time -------------------------------------------------------------------------------------
-
-
-def _package_root(package: str) -> Path | None:
-    """The directory that holds the importable ``package`` (found without importing it)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).parent
 
 
 @functools.cache
 def where(place: Place) -> tuple[str, str]:
     """``(dotted module, "known" | "search")`` of ``place`` in the importable package, read
     from its files (nothing imported). Cached; :func:`clear_find_cache` forgets."""
-    from lmcache_compat.scan.budgets import Meter
-    from lmcache_compat.scan.classreader import ClassReader, Index
-    from lmcache_compat.scan.sources import directory_tree
-
-    root = _package_root(place.package)
+    root = package_root(place.package)
     if root is None:
         raise UpstreamNotFoundError(
             f"cannot find {place.name}: {place.package} is not installed "
@@ -164,11 +166,12 @@ def where(place: Place) -> tuple[str, str]:
                     return dotted, "known"
             raise _not_found(place, root)
         try:
-            hit = locate_all(index, ClassReader(index), (place,)).get(place.name)
-        except AmbiguousLocationError:
-            raise
+            located = locate_all(index, ClassReader(index), (place,))
         except ScanError as exc:
             raise UpstreamNotFoundError(f"cannot find {place.name}: {exc}") from None
+        if place.name in located.ambiguous:
+            raise located.error(index.tree.description, place)
+        hit = located.found.get(place.name)
     if hit is None:
         raise _not_found(place, root)
     return hit[0].dotted, hit[2]
@@ -191,12 +194,8 @@ def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
 def static_members(place: Place) -> frozenset[str]:
     """The member names of class ``place`` in the importable package (bases in the package
     included), read from its files: nothing imported. Cached with :func:`where`."""
-    from lmcache_compat.scan.budgets import Meter
-    from lmcache_compat.scan.classreader import ClassReader, Index
-    from lmcache_compat.scan.sources import directory_tree
-
     dotted, _ = where(place)
-    root = _package_root(place.package)
+    root = package_root(place.package)
     assert root is not None  # where() found it
     with directory_tree(root, place.package, Meter()) as tree:
         index = Index(tree)

@@ -3,24 +3,19 @@
 Signatures, struct fields and class members, never version numbers: whether the connector base
 ``__init__`` takes ``kv_cache_config``, whether ``get_num_new_matched_tokens`` may answer
 ``None``, whether the connector KV-event path exists and which fields ``BlockStored`` /
-``BlockRemoved`` declare, whether failed loads travel back to the scheduler, which sleep-mode
-hooks the base class has. Imports vLLM (only the connector modules import this one).
+``BlockRemoved`` declare, whether failed loads travel back to the scheduler, which hooks the
+base class has. :class:`VllmFacts` itself imports nothing (the decisions module and its unit
+tests build it directly); :func:`vllm_facts` reads the running vLLM (importing it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
-import inspect
 from typing import Any
 
-from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorBase_V1
-
-from lmcache_compat.core.signatures import annotation_admits_none
-from lmcache_compat.errors import UpstreamNotFoundError
+from lmcache_compat.core.annotations import parse
 from lmcache_compat.upstream import locations as loc
-from lmcache_compat.upstream.resolve import find
 
 __all__ = ["SLEEP_HOOKS", "VllmFacts", "optional_vllm_class", "vllm_facts"]
 
@@ -31,6 +26,9 @@ SLEEP_HOOKS = ("unregister_kv_caches", "restore_kv_caches")
 
 def optional_vllm_class(place: loc.Place) -> Any:
     """``place`` in the running vLLM, or ``None`` where this vLLM does not have it."""
+    from lmcache_compat.errors import UpstreamNotFoundError
+    from lmcache_compat.upstream.resolve import find  # imports vLLM's module that defines it
+
     try:
         return find(place)
     except UpstreamNotFoundError:
@@ -39,7 +37,7 @@ def optional_vllm_class(place: loc.Place) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class VllmFacts:
-    """What this connector needs to know about the running vLLM, read from its code once."""
+    """What the connector needs to know about the running vLLM, read from its code once."""
 
     #: ``KVConnectorBase_V1.__init__`` takes ``kv_cache_config`` (optional from 0.11.2,
     #: required from 0.21.0).
@@ -63,11 +61,16 @@ class VllmFacts:
     load_failure_path: bool = True
     #: The sleep-mode hooks the base class defines (0.33.0: :data:`SLEEP_HOOKS`; before: none).
     sleep_hooks: tuple[str, ...] = ()
+    #: Every method name the connector base class defines: the connector forwards an LMCache
+    #: pass-through method only under a name vLLM calls.
+    base_methods: frozenset[str] = frozenset()
 
 
 def _struct_fields(cls: type) -> tuple[tuple[str, bool], ...]:
     """``(name, required)`` for each declared field of a msgspec Struct or a dataclass."""
     if hasattr(cls, "__struct_fields__"):
+        import importlib  # msgspec comes with vLLM
+
         structs: Any = importlib.import_module("msgspec.structs")
         return tuple((f.name, bool(f.required)) for f in structs.fields(cls))
     if dataclasses.is_dataclass(cls):
@@ -80,12 +83,23 @@ def _struct_fields(cls: type) -> tuple[tuple[str, bool], ...]:
 
 
 def _field_type_text(cls: type, name: str) -> str:
+    import inspect
+
     if hasattr(cls, "__struct_fields__"):
+        import importlib  # msgspec comes with vLLM
+
         structs: Any = importlib.import_module("msgspec.structs")
         for f in structs.fields(cls):
             if f.name == name:
-                return str(f.type)
-    return str(getattr(cls, "__annotations__", {}).get(name, ""))
+                return _text(f.type)
+    value = getattr(cls, "__annotations__", {}).get(name, "")
+    return value if isinstance(value, str) else inspect.formatannotation(value)
+
+
+def _text(annotation: object) -> str:
+    import inspect
+
+    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
 
 def _declares_field(cls: Any, field: str) -> bool:
@@ -95,34 +109,35 @@ def _declares_field(cls: Any, field: str) -> bool:
     )
 
 
-def _text(annotation: object) -> str:
-    return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
-
-
-def _count_admits_none(annotation: object) -> bool:
+def count_admits_none(annotation: str) -> bool:
     """Whether the matched-token count in ``get_num_new_matched_tokens``'s return annotation
     (``tuple[int | None, bool]`` from 0.10.2) admits ``None``."""
-    import ast
-
-    text = _text(annotation)
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError:
+    parsed = parse(annotation)
+    if parsed is None:
         return False
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value).split(".")[-1] in (
-        "tuple",
-        "Tuple",
-    ):
-        first = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
-        return annotation_admits_none(ast.unparse(first))
-    return annotation_admits_none(text)
+    for alternative in parsed.without_none():
+        if alternative.head == "tuple" and alternative.args:
+            return alternative.args[0].admits_none
+    return parsed.admits_none
+
+
+def accepts_bytes(annotation: str) -> bool:
+    """Whether ``BlockStored.block_hashes``' annotation admits bytes (``list[ExternalBlockHash]``
+    with ``ExternalBlockHash = bytes | int``, spelled out or not)."""
+    parsed = parse(annotation)
+    return "bytes" in annotation if parsed is None else "bytes" in parsed.text()
 
 
 @functools.cache
 def vllm_facts() -> VllmFacts:
     """Read the running vLLM's connector surface (cached: vLLM does not change in a process)."""
-    base_init = inspect.signature(KVConnectorBase_V1.__init__).parameters
-    matched = inspect.signature(KVConnectorBase_V1.get_num_new_matched_tokens)
+    import inspect
+
+    from lmcache_compat.upstream.resolve import find
+
+    base = find(loc.KV_CONNECTOR_BASE)
+    base_init = inspect.signature(base.__init__).parameters
+    matched = inspect.signature(base.get_num_new_matched_tokens)
     stored = optional_vllm_class(loc.BLOCK_STORED)
     removed = optional_vllm_class(loc.BLOCK_REMOVED)
     aggregator = optional_vllm_class(loc.KV_EVENT_AGGREGATOR)
@@ -130,20 +145,23 @@ def vllm_facts() -> VllmFacts:
     removed_fields = _struct_fields(removed) if removed is not None else ()
     return VllmFacts(
         base_takes_kv_cache_config="kv_cache_config" in base_init,
-        accepts_none_matched=_count_admits_none(matched.return_annotation),
+        accepts_none_matched=count_admits_none(_text(matched.return_annotation)),
         connector_events=(
             aggregator is not None
             and stored is not None
-            and hasattr(KVConnectorBase_V1, "get_kv_connector_kv_cache_events")
+            and hasattr(base, "get_kv_connector_kv_cache_events")
         ),
         block_stored=stored,
         block_stored_fields=stored_fields,
         block_removed=removed,
         block_removed_fields=removed_fields,
         hashes_accept_bytes=stored is not None
-        and "bytes" in _field_type_text(stored, "block_hashes"),
+        and accepts_bytes(_field_type_text(stored, "block_hashes")),
         load_failure_path=_declares_field(
             optional_vllm_class(loc.KV_CONNECTOR_OUTPUT), "invalid_block_ids"
         ),
-        sleep_hooks=tuple(h for h in SLEEP_HOOKS if hasattr(KVConnectorBase_V1, h)),
+        sleep_hooks=tuple(h for h in SLEEP_HOOKS if hasattr(base, h)),
+        base_methods=frozenset(
+            name for klass in base.__mro__ for name, v in vars(klass).items() if callable(v)
+        ),
     )

@@ -1,0 +1,69 @@
+"""CI proves the README, and every generated table is the project's own data.
+
+* ``.ci/run`` runs the README's test command verbatim;
+* the README is a front door: its generated tables are the short ones (capabilities, doctor's
+  example, exit statuses); the long ones live in ``docs/``;
+* every generated section of the README and ``docs/`` equals a fresh rendering
+  (``python scripts/update_docs.py`` rewrites them), and every page the README links exists.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _readme_commands() -> list[str]:
+    lines = ROOT.joinpath("README.md").read_text().splitlines()
+    commands = [line.strip() for line in lines[:6] if line.startswith("    ")]
+    assert len(commands) == 2, "README must open with exactly two commands"
+    return commands
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "update_docs", ROOT / "scripts" / "update_docs.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_readme_opens_with_the_main_job_and_the_test_command() -> None:
+    main_job, tests = _readme_commands()
+    assert main_job.endswith("lmcache-compat doctor")
+    assert "tox" in tests
+
+
+def test_ci_runs_the_readme_test_command_verbatim() -> None:
+    _, tests = _readme_commands()
+    ci = ROOT.joinpath(".ci", "run").read_text().splitlines()
+    assert any(line.startswith(tests + " ") or line == tests for line in ci), tests
+
+
+def test_generated_sections_are_current() -> None:
+    module = _script()
+    assert module.stale_sections() == [], "run: python scripts/update_docs.py"
+    files = {f for f, _ in module.SECTIONS}
+    assert {"README.md", "docs/releases.md", "docs/vllm.md", "docs/mp.md"} <= files
+
+
+def test_the_readme_is_a_front_door() -> None:
+    text = ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    sections = set(re.findall(r"<!-- ([\w-]+):start -->", text))
+    assert sections <= {"capabilities", "doctor-example", "exit-statuses"}, sections
+    headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
+    for user in ("For connector authors", "For vLLM users", "For multi-process (MP) users"):
+        assert user in headings
+    assert len(text.splitlines()) < 200
+
+
+def test_every_linked_page_exists() -> None:
+    for page in [ROOT / "README.md", *ROOT.joinpath("docs").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", page.read_text()):
+            assert (page.parent / target).is_file(), (page.name, target)

@@ -1,0 +1,160 @@
+"""The ``releases`` tier: one real LMCache release per tox env (``pip install --no-deps``).
+
+tox sets ``LMCACHE_RELEASE`` to the env's name (``release-X``) and ``LMCACHE_ENV_TMP`` to its
+temp dir, where ``prepare.py`` fetched the sdist of a release that cannot be installed here
+(0.3.0). Nothing here imports LMCache.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lmcache_compat import installed_lmcache_version
+from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.versions import parse_version
+from tests.support.behaviour import check_row_behaviour
+
+pytestmark = pytest.mark.release
+
+RELEASE = os.environ.get("LMCACHE_RELEASE", "").removeprefix("release-")
+
+
+def _artifact() -> str:
+    """The fetched sdist of a release that is not installed (0.3.0), else ``""``."""
+    if not RELEASE:
+        return ""
+    artifact = load_matrix().row(RELEASE).artifact
+    if not artifact.endswith(".tar.gz"):
+        return ""
+    return str(Path(os.environ["LMCACHE_ENV_TMP"]) / artifact)
+
+
+ARTIFACT = _artifact()
+
+
+@pytest.fixture(scope="module")
+def row():  # type: ignore[no-untyped-def]
+    assert RELEASE, "run through tox: LMCACHE_RELEASE names the release under test"
+    return load_matrix().row(RELEASE)
+
+
+def _target() -> str | None:
+    return ARTIFACT or None
+
+
+def test_scan_equals_the_shipped_row(row) -> None:  # type: ignore[no-untyped-def]
+    data = scan(_target()).to_json()
+    expected = row.scan_json()
+    keys = (
+        "lmcache_version",
+        "capabilities",
+        "surfaces",
+        "properties",
+        "details",
+        "missing_classes",
+        "modules",
+    )
+    for key in keys:
+        assert data[key] == expected[key], key
+
+
+def test_installed_version_is_right(row) -> None:  # type: ignore[no-untyped-def]
+    if ARTIFACT:
+        # 0.3.0 ships only an sdist whose build needs CUDA: nothing is installed, and the
+        # version comes from the sdist's PKG-INFO instead.
+        assert installed_lmcache_version() is None
+        assert Path(ARTIFACT).name == row.artifact
+        assert scan(ARTIFACT).version == RELEASE
+    else:
+        assert installed_lmcache_version() == parse_version(RELEASE)
+
+
+def test_adapters_over_fakes_of_this_row_behave_per_catalog(row) -> None:  # type: ignore[no-untyped-def]
+    check_row_behaviour(row)
+
+
+def test_scanning_imported_nothing() -> None:
+    code = (
+        f"import sys; from lmcache_compat.scan.scanner import scan; scan({_target()!r}); "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('lmcache', 'torch', 'vllm')]; "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_doctor_reports_this_release(row) -> None:  # type: ignore[no-untyped-def]
+    r = subprocess.run(
+        [sys.executable, "-m", "lmcache_compat", "doctor", "--json"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    import json
+
+    report = json.loads(r.stdout)
+    assert report["lmcache"] == (None if ARTIFACT else RELEASE)
+    if not ARTIFACT:  # what doctor expects from the version is what the release has
+        expected = {c["capability"]: c["expected"] == "yes" for c in report["capabilities"]}
+        assert expected == dict(row.capabilities)
+
+
+#: The modules that define a second, unrelated LMCacheEngine (the v0 engine) beside the known
+#: path, in the releases where a search by name alone cannot choose (0.3.0 ... 0.3.10.post2).
+V0_ENGINE = "lmcache.cache_engine"
+
+
+def test_a_scan_that_knows_no_path_finds_every_class_by_name(row) -> None:  # type: ignore[no-untyped-def]
+    """Day one: with every known module path replaced by one no release has, the scan finds
+    each class by name and reports the same capabilities and modules as the shipped row, or,
+    where two modules define a matching class (the v0 engine beside the v1 one), refuses and
+    names both."""
+    import dataclasses
+
+    from lmcache_compat.errors import AmbiguousLocationError
+    from lmcache_compat.scan.scanner import scan_tree
+    from lmcache_compat.scan.targets import open_source
+    from lmcache_compat.upstream import locations as loc
+
+    blind = tuple(
+        dataclasses.replace(p, modules=(f"{p.package}.nowhere",)) for p in loc.LMCACHE_SCANNED
+    )
+    with open_source(_target()) as tree:
+        try:
+            result = scan_tree(tree, blind)
+        except AmbiguousLocationError as exc:
+            assert V0_ENGINE in str(exc) and row.modules["LMCacheEngine"] in str(exc)
+            assert V0_ENGINE.replace(".", "/") + ".py" in set(tree.python_files()), (
+                "only the v0 engine module makes a search ambiguous"
+            )
+            return
+    assert result.capabilities == dict(row.capabilities)
+    assert result.modules == dict(row.modules)
+    assert set(result.found_by.values()) == {"search"}
+
+
+def test_the_connector_finds_its_engine_class_where_the_release_put_it(row) -> None:  # type: ignore[no-untyped-def]
+    """What ``LMCacheCompatConnector`` and ``doctor`` do at run time, without importing LMCache:
+    the installed files say where ``LMCacheConnectorV1Impl`` lives."""
+    if ARTIFACT:  # 0.3.0 cannot be installed here: the error says so, in one line
+        from lmcache_compat.errors import UpstreamNotFoundError
+        from lmcache_compat.upstream import locations as loc
+        from lmcache_compat.upstream.resolve import clear_find_cache, where
+
+        clear_find_cache()
+        with pytest.raises(UpstreamNotFoundError, match="lmcache is not installed"):
+            where(loc.CONNECTOR_IMPL)
+        return
+    code = (
+        "import sys; from lmcache_compat.upstream import locations as loc; "
+        "from lmcache_compat.upstream.resolve import where; print(where(loc.CONNECTOR_IMPL)[0]); "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('lmcache', 'torch', 'vllm')]; "
+        "sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == row.modules["LMCacheConnectorV1Impl"]

@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lmcache_compat.report.cli import main
+from lmcache_compat.upstream.known_issues import KNOWN_ISSUES, verdict
+from lmcache_compat.upstream.matrix import load_matrix
+from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree
+
+
+@pytest.mark.parametrize(
+    ("vllm", "lmcache", "expected", "keys"),
+    [
+        # pairs the shipped grid measured: judged by the measurement ("measured-<aspect>")
+        ("0.32.0", "0.5.6", "degraded", {"measured-shutdown"}),
+        ("0.32.0", "0.3.9", "broken", {"measured-events", "measured-step"}),
+        ("0.32.0", "0.3.7", "broken", {"adapter-import"}),
+        ("0.12.0", "0.3.9.post1", "ok", set()),
+        # n/a in the grid (a fallback ran): the row says what the fallback loses
+        ("0.11.2", "0.3.9", "degraded", {"no-load-error-reporting"}),
+        ("0.9.2", "0.3.0", "broken", {"unguarded-get-finished"}),
+        ("0.15.1", "0.5.0", "broken", {"mp-server-url-misbinding"}),
+        ("0.20.2", "0.4.7", "broken", {"mp-use-mla-removed"}),
+        # measured: vLLM 0.14.1's connector converts events with getattr(e, "lora_name",
+        # None), so the reference note's "event-lora-name" breakage does not exist (grid-vllm0.14.1)
+        ("0.14.1", "0.3.12", "degraded", {"measured-shutdown"}),
+        ("0.32.0", "0.5.6+g1a2b3c", "degraded", {"measured-shutdown"}),
+        # not measured (a dev build): the rows
+        ("0.32.0", "0.3.12.dev40", "degraded", {"shutdown-not-forwarded"}),
+        ("0.11.0", "0.5.6", "degraded", {"vllm-no-load-failure-path"}),
+    ],
+)
+def test_verdicts(vllm: str, lmcache: str, expected: str, keys: set[str]) -> None:
+    v = verdict(vllm, lmcache)
+    assert v.verdict == expected
+    got = {i.key for i in v.issues}
+    assert keys <= got
+    if expected == "ok":
+        assert got == set()
+
+
+def test_unknown_pairs() -> None:
+    assert verdict(None, "0.5.6").verdict == "unknown"
+    assert verdict("banana", "0.5.6").verdict == "unknown"
+
+
+def test_scanned_rows_agree_with_the_matrix() -> None:
+    """Rows marked 'scanned' must follow from the shipped matrix."""
+    m = load_matrix()
+    by_key = {row.key: row for row in KNOWN_ISSUES}
+    assert [r.version for r in m.rows if not r.has("get_finished")] == ["0.3.0"]
+    last_without_events = [r.version for r in m.rows if not r.has("kv_events")][-1]
+    assert by_key["unguarded-get-kv-events"].lmcache_specifiers == (f"<{m.since('kv_events')}",)
+    assert [r.version for r in m.rows if not r.has("kv_events")][-1] == last_without_events
+    last_without_errors = [r.version for r in m.rows if not r.has("load_error_reporting")][-1]
+    assert by_key["no-load-error-reporting"].lmcache_specifiers == (
+        f"<{m.since('load_error_reporting')}",
+    )
+    assert "upgrade LMCache to >= 0.3.9.post1" in by_key["no-load-error-reporting"].found().fix
+    assert last_without_errors == "0.3.9"
+
+
+def test_import_verdicts_come_from_the_measured_grid() -> None:
+    from lmcache_compat.upstream.grid import load_grid
+
+    grid = load_grid()
+    checked = 0
+    for tier in grid.tiers:
+        for release in tier.imports:
+            outcome = tier.adapter_import(release)
+            issues = verdict(tier.vllm, release).issues
+            found = [i for i in issues if i.key == "adapter-import"]
+            if outcome == "ok" or outcome is None:
+                assert found == [], (tier.vllm, release)
+            else:
+                assert found and outcome in found[0].problem, (tier.vllm, release)
+                assert found[0].source == f"verified (measured on vLLM {tier.vllm})"
+                checked += 1
+    assert checked >= 7  # LMCache 0.3.1 ... 0.3.7 beside vLLM 0.32.0 at least
+
+
+def test_an_unmeasured_vllm_leans_on_the_nearest_measured_one_before_it() -> None:
+    from lmcache_compat.upstream.grid import load_grid
+
+    grid = load_grid()
+    newest = grid.tiers[-1].vllm
+    later = newest + ".post99"
+    v = verdict(later, "0.3.5")
+    assert any(f"leans on vLLM {newest}" in n for n in v.notes)
+    assert {i.key for i in v.issues} >= {"adapter-import"}
+    older = verdict("0.1.0", "0.3.5")
+    assert not any("leans on" in n for n in older.notes)
+
+
+def test_doctor_scans_an_installed_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    site = tmp_path / "site"
+    make_tree(site, {V1: ADAPTER_0_3_10_POST2})
+    dist = site / "lmcache-0.3.10.post2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lmcache\nVersion: 0.3.10.post2\n")
+    monkeypatch.syspath_prepend(str(site))
+    from lmcache_compat.versions import installed_distribution_version
+
+    installed_distribution_version.cache_clear()
+    try:
+        assert main(["doctor", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+    finally:
+        installed_distribution_version.cache_clear()
+    present = {c["capability"]: c["present"] for c in report["capabilities"]}
+    assert present["kv_events"] is True and present["register_kv_caches"] is False
+    assert "read with ast" in report["capabilities_basis"]
+    assert report["engine_sources"][0]["present"] is True
+
+
+def test_every_measured_problem_is_in_the_verdict() -> None:
+    """doctor's verdict for a measured pair carries each degraded or broken cell of the grid,
+    with its severity, and is never better than the worst measured cell."""
+    from lmcache_compat.upstream.grid import load_grid
+
+    rank = {"ok": 0, "degraded": 1, "broken": 2}
+    checked = 0
+    for tier in load_grid().tiers:
+        for release, pair in tier.pairs.items():
+            v = verdict(tier.vllm, release)
+            got = {(i.connector, i.key, i.severity) for i in v.issues}
+            worst = "ok"
+            for key, run in pair.connectors.items():
+                for aspect, cell in run.problems():
+                    assert (key, f"measured-{aspect}", cell.status) in got, (tier.vllm, release)
+                    worst = max(worst, cell.status, key=rank.__getitem__)
+                    checked += 1
+            assert rank[v.verdict] >= rank[worst], (tier.vllm, release, v.verdict)
+    assert checked > 50
