@@ -48,7 +48,7 @@ def main() -> int:
 
         in_process = []
         code = (
-            "import time, statistics; from lmcache_compat.scan.scanner import scan\n"
+            "import time, statistics; from lmcache_compat.upstream.scanner import scan\n"
             "ts = []\n"
             f"for _ in range({args.repeat * 4}):\n"
             "    t = time.perf_counter(); r = scan(); ts.append(time.perf_counter() - t)\n"
@@ -66,7 +66,7 @@ def main() -> int:
         median, adapter_module = out.split()  # where this release keeps its vLLM adapter
         in_process.append(float(median))
         scan_fresh = [
-            fresh("from lmcache_compat.scan.scanner import scan; scan()", env, tmp)
+            fresh("from lmcache_compat.upstream.scanner import scan; scan()", env, tmp)
             for _ in range(args.repeat)
         ]
         imports = [

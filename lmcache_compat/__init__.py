@@ -54,7 +54,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'lmcache_compat' has no attribute {name!r}")
-    import importlib
+    import importlib  # lazy: import lmcache_compat stays light (PEP 562)
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

@@ -7,7 +7,10 @@
 from __future__ import annotations
 
 import functools
+from importlib import metadata
 from typing import TYPE_CHECKING, Literal
+
+from packaging.version import InvalidVersion, Version
 
 from lmcache_compat.errors import LMCacheVersionError, MetadataError
 
@@ -31,7 +34,6 @@ def parse_version(text: object) -> Version:
 
     Raises :class:`LMCacheVersionError` naming the text when it is not a version.
     """
-    from packaging.version import InvalidVersion, Version
 
     if not isinstance(text, str):
         raise LMCacheVersionError(f"expected a version string, got {type(text).__name__}")
@@ -50,7 +52,6 @@ def installed_distribution_version(name: str) -> str | None:
     Raises :class:`MetadataError` (one line) when the metadata exists but cannot be read.
     Cached; call ``installed_distribution_version.cache_clear()`` after (un)installing in-process.
     """
-    from importlib import metadata
 
     try:
         return metadata.version(name)
@@ -96,7 +97,6 @@ def expectation(since: str, version: Version | None) -> Expectation:
     """
     if version is None:
         return "unknown"
-    from packaging.version import Version
 
     first = Version(since)
     if version >= first:

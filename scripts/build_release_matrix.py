@@ -9,7 +9,7 @@ For every final LMCache release from 0.3.0 on (with ``--pre``, also the pre-rele
 builds newer than the newest final release: a pre-release whose final is out is superseded), it
 takes the CPython 3.11 manylinux wheel (or the sdist where there is no wheel: 0.3.0), downloads
 it into the cache (sha256 checked against PyPI's index), scans it with
-``lmcache_compat.scan.scanner`` (nothing is imported or built), and writes one row per release.
+``lmcache_compat.upstream.scanner`` (nothing is imported or built), and writes one row per release.
 ``--readme`` also regenerates the README's compatibility and argument tables. Review the diff
 like code: a changed row means the scanner or a release changed.
 """
@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lmcache_compat.core.arguments import render_arguments_markdown  # noqa: E402
-from lmcache_compat.scan.scanner import scan  # noqa: E402
 from lmcache_compat.upstream.matrix import ReleaseMatrix, ReleaseRow, render_markdown  # noqa: E402
+from lmcache_compat.upstream.scanner import scan  # noqa: E402
 
 INDEX = "https://pypi.org/simple/lmcache/"
 FIRST = Version("0.3.0")

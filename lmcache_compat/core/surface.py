@@ -2,7 +2,7 @@
 
 A *surface* maps member names to :class:`~lmcache_compat.core.signatures.MethodFacts`. The live
 probe (:mod:`lmcache_compat.core.probes`) builds one from a class's ``__dict__`` entries, the
-static scanner (:mod:`lmcache_compat.scan.scanner`) from ``ast`` without importing anything;
+static scanner (:mod:`lmcache_compat.upstream.scanner`) from ``ast`` without importing anything;
 both then ask :func:`satisfies`, so a release's capabilities mean the same thing whichever way
 they were found.
 """

@@ -27,6 +27,9 @@ from lmcache_compat.engine.calls import (
     engine_prefetch,
     engine_unpin,
 )
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import find
+from lmcache_compat.versions import version_or_none
 
 __all__ = ["EngineAdapter", "get_or_create_engine"]
 
@@ -129,12 +132,8 @@ def get_or_create_engine(
     given, single-process defaults are (correct for one rank only). ``builder=None`` finds
     ``LMCacheEngineBuilder`` in the installed LMCache (see
     :mod:`lmcache_compat.upstream.locations`)."""
-    from lmcache_compat.versions import version_or_none
 
     if builder is None:
-        from lmcache_compat.upstream import locations as loc
-        from lmcache_compat.upstream.resolve import find
-
         builder = find(loc.ENGINE_BUILDER)
     name = getattr(builder, "__qualname__", type(builder).__qualname__)
     downgrades = Downgrades(

@@ -12,6 +12,7 @@ here imports LMCache unless :meth:`~MPSchedulerAdapter.create` is asked to find 
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Callable, Iterable
 from types import ModuleType
@@ -25,19 +26,22 @@ from lmcache_compat.core.probes import facts_for_class
 from lmcache_compat.core.roles import MP_SCHEDULER, MP_WORKER
 from lmcache_compat.core.signatures import init_facts
 from lmcache_compat.core.tokens import Pack, TokenParameter, token_parameter
-from lmcache_compat.errors import NotAnEngineError
+from lmcache_compat.errors import NotAnEngineError, UpstreamNotFoundError
 from lmcache_compat.mp.config import SERVERS, MPConfig, mp_init_call
 from lmcache_compat.mp.scheduler_calls import (
     check_lookup_result_call,
     free_lookup_locks_call,
     lookup_call,
 )
+from lmcache_compat.mp.server import check_server_releases, lookup_failure
 from lmcache_compat.mp.worker_calls import (
     load_store_op_factory,
     register_kv_caches_call,
     submit_call,
 )
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import find, where
+from lmcache_compat.versions import version_or_none
 
 __all__ = ["MPSchedulerAdapter", "MPWorkerAdapter", "mp_init_kwargs"]
 
@@ -55,13 +59,11 @@ def _module_of(cls: type) -> ModuleType | None:
 
 
 def _resolve_module(module: ModuleType | str | None, place: loc.Place) -> ModuleType:
-    import importlib  # only create() imports LMCache, and only the module that defines it
 
     if isinstance(module, ModuleType):
         return module
     if module is not None:
         return importlib.import_module(module)
-    from lmcache_compat.upstream.resolve import where  # reads files: imports nothing
 
     dotted, _ = where(place)
     return importlib.import_module(dotted)
@@ -82,8 +84,6 @@ def _release_packer(cls: type, needed: bool) -> Pack | None:
     pack = vars(module).get(loc.PACK_TOKEN_IDS.name) if module is not None else None
     if callable(pack):
         return pack  # type: ignore[no-any-return]
-    from lmcache_compat.errors import UpstreamNotFoundError
-    from lmcache_compat.upstream.resolve import find  # imports only the codec's module
 
     try:
         found = find(loc.PACK_TOKEN_IDS)
@@ -153,7 +153,6 @@ class _MPAdapter(BoundAdapter):
         installed LMCache, :class:`~lmcache_compat.errors.MPServerError` if a front end cannot
         be reached. A front end that does not report its release leaves it unknown.
         """
-        from lmcache_compat.versions import version_or_none
 
         mod = _resolve_module(module, cls._PLACE)
         adapter_cls = vars(mod).get(cls._PLACE.name)
@@ -171,8 +170,6 @@ class _MPAdapter(BoundAdapter):
         urls = kwargs[SERVERS] if SERVERS in kwargs else [kwargs["server_url"]]
         pairs = [(url, config.http_url_for(url)) for url in urls]
         if config.http_urls is not None:
-            from lmcache_compat.mp.server import check_server_releases
-
             servers = check_server_releases(pairs, client=version)
         else:
             servers = dict.fromkeys(urls)
@@ -232,8 +229,6 @@ class MPSchedulerAdapter(_MPAdapter):
         self.servers = {}
         caps, engine = binding.capabilities, binding.engine
         if Capability.MP_HEALTH_CHECK in caps:
-            from lmcache_compat.mp.server import lookup_failure
-
             client, servers = self.lmcache_version, self.servers
             where = caps.cls_name.rsplit(".", 1)[-1]
 

@@ -15,11 +15,16 @@ Used by :meth:`MPSchedulerAdapter.create <lmcache_compat.mp.MPSchedulerAdapter.c
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from http.client import HTTPException
 from typing import Any
 
-from lmcache_compat.errors import MPServerError, MPVersionMismatchError
+from lmcache_compat.errors import LMCacheVersionError, MPServerError, MPVersionMismatchError
+from lmcache_compat.versions import parse_version, version_or_none
 
 __all__ = [
     "HTTP_TIMEOUT",
@@ -62,10 +67,6 @@ def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None
     Raises :class:`MPServerError` when the front end cannot be reached within ``timeout`` seconds
     or answers something that is not a release string.
     """
-    import json
-    import urllib.error
-    import urllib.request
-    from http.client import HTTPException
 
     url = _route_url(http_url)
     request = urllib.request.Request(url, headers={"Accept": "application/json"})
@@ -102,8 +103,6 @@ def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None
 def same_release(a: str, b: str) -> bool:
     """Whether two release strings name the same release (PEP 440 public versions compared, so
     ``0.5.6`` equals ``0.5.6+cpu``; strings that are not versions must be equal)."""
-    from lmcache_compat.errors import LMCacheVersionError
-    from lmcache_compat.versions import parse_version
 
     try:
         return parse_version(a).public == parse_version(b).public
@@ -138,7 +137,6 @@ class ServerRelease:
 
 
 def _installed() -> str | None:
-    from lmcache_compat.versions import version_or_none
 
     return version_or_none("lmcache")
 

@@ -1,10 +1,12 @@
 """The ``lmcache-compat`` command line.
 
-Exit statuses are one table, :data:`STATUSES` (the README's table is rendered from it), and
-:data:`EXIT_STATUS` maps each error to one. Every failure is one line on stderr, never a
-traceback; output that the terminal cannot encode is escaped, never a crash; an output error is
-never read as a verdict: a reader that closes the pipe early ends the command quietly with 141
-(128 + SIGPIPE, as Unix tools do), and a write that fails (a full disk) is one line and 7.
+Each command imports its own modules when it runs (``# lazy: start-up time``), so a command
+pays only for what it uses. Exit statuses are one table, :data:`STATUSES` (the README's table
+is rendered from it), and :data:`EXIT_STATUS` maps each error to one. Every failure is one line
+on stderr, never a traceback; output that the terminal cannot encode is escaped, never a crash.
+An output error is never read as a verdict: a reader that closes the pipe early ends the
+command quietly with 141 (128 + SIGPIPE, as Unix tools do), and a write that fails (a full disk)
+is one line and 7.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lmcache_compat import __version__
 from lmcache_compat.errors import (
     AmbiguousLocationError,
     DataFileError,
@@ -31,7 +35,7 @@ from lmcache_compat.errors import (
 
 if TYPE_CHECKING:
     from lmcache_compat.report.diff import ReleaseView
-    from lmcache_compat.scan.scanner import ScanResult
+    from lmcache_compat.upstream.scanner import ScanResult
 
 __all__ = ["EXIT_STATUS", "STATUSES", "Status", "main"]
 
@@ -94,8 +98,8 @@ def _print_json(data: object) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from lmcache_compat.report.doctor import doctor_report, mp_servers_report
-    from lmcache_compat.report.doctor_text import format_doctor
+    from lmcache_compat.report.doctor import doctor_report, mp_servers_report  # lazy: start-up time
+    from lmcache_compat.report.doctor_text import format_doctor  # lazy: start-up time
 
     report = doctor_report()
     if args.mp_server:  # a running MP server's release, from its HTTP front end
@@ -131,7 +135,7 @@ def _format_scan(result: ScanResult) -> str:
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from lmcache_compat.scan.scanner import scan
+    from lmcache_compat.upstream.scanner import scan  # lazy: start-up time
 
     native = args.vllm_native_path is not None
     target = args.target
@@ -146,8 +150,8 @@ def _scan(args: argparse.Namespace) -> int:
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from lmcache_compat.report.tables import matrix_markdown, matrix_text
-    from lmcache_compat.upstream.matrix import load_matrix
+    from lmcache_compat.report.tables import matrix_markdown, matrix_text  # lazy: start-up time
+    from lmcache_compat.upstream.matrix import load_matrix  # lazy: start-up time
 
     m = load_matrix()
     if args.json:
@@ -173,12 +177,12 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _grid(args: argparse.Namespace) -> int:
-    from lmcache_compat.report.tables import grid_markdown, grid_text
-    from lmcache_compat.upstream.grid import Grid, load_grid
+    from lmcache_compat.report.tables import grid_markdown, grid_text  # lazy: start-up time
+    from lmcache_compat.upstream.grid import Grid, load_grid  # lazy: start-up time
 
     grid = load_grid()
     if args.vllm is not None:
-        from lmcache_compat.versions import parse_version
+        from lmcache_compat.versions import parse_version  # lazy: start-up time
 
         parse_version(args.vllm)
         tier = grid.leans_on(args.vllm)
@@ -221,11 +225,10 @@ def _grid(args: argparse.Namespace) -> int:
 
 def _resolve_side(spec: str) -> ReleaseView:
     """A version in the matrix, or a path to scan."""
-    from pathlib import Path
 
-    from lmcache_compat.report.diff import ReleaseView
-    from lmcache_compat.scan.scanner import scan
-    from lmcache_compat.upstream.matrix import load_matrix
+    from lmcache_compat.report.diff import ReleaseView  # lazy: start-up time
+    from lmcache_compat.upstream.matrix import load_matrix  # lazy: start-up time
+    from lmcache_compat.upstream.scanner import scan  # lazy: start-up time
 
     if os.path.lexists(spec) or Path(spec).suffix in (".whl", ".gz", ".tgz"):
         return ReleaseView.from_scan(scan(spec))
@@ -236,7 +239,7 @@ def _resolve_side(spec: str) -> ReleaseView:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from lmcache_compat.report.diff import diff_releases
+    from lmcache_compat.report.diff import diff_releases  # lazy: start-up time
 
     d = diff_releases(_resolve_side(args.old), _resolve_side(args.new))
     if args.json:
@@ -247,7 +250,6 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lmcache_compat import __version__
 
     parser = argparse.ArgumentParser(
         prog="lmcache-compat",

@@ -18,8 +18,8 @@ from lmcache_compat.core.annotations import normalise, widens
 from lmcache_compat.core.signatures import MethodFacts, from_json
 
 if TYPE_CHECKING:
-    from lmcache_compat.scan.scanner import ScanResult
     from lmcache_compat.upstream.matrix import ReleaseRow
+    from lmcache_compat.upstream.scanner import ScanResult
 
 __all__ = ["Change", "ChangeKind", "ReleaseDiff", "ReleaseView", "diff_releases"]
 

@@ -14,11 +14,12 @@ import ast
 import platform
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
+from lmcache_compat import __version__
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec
 from lmcache_compat.errors import (
     AmbiguousLocationError,
@@ -31,7 +32,6 @@ from lmcache_compat.errors import (
 from lmcache_compat.mp.server import server_release
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import parse_source
-from lmcache_compat.scan.scanner import ScanResult, scan
 from lmcache_compat.scan.sources import package_root, read_regular_file
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.known_issues import (
@@ -47,6 +47,7 @@ from lmcache_compat.upstream.known_issues import (
 )
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.resolve import clear_find_cache, where
+from lmcache_compat.upstream.scanner import ScanResult, scan
 from lmcache_compat.versions import (
     Expectation,
     expectation,
@@ -206,12 +207,10 @@ class DoctorReport:
         return self.pair.verdict if self.pair.verdict == "unknown" else overall(self.issues)
 
     def with_servers(self, servers: Sequence[ServerJSON]) -> DoctorReport:
-        from dataclasses import replace
 
         return replace(self, servers=tuple(servers))
 
     def to_json(self) -> DoctorJSON:
-        from lmcache_compat import __version__
 
         out: DoctorJSON = {
             "python": platform.python_version(),

@@ -4,5 +4,5 @@
 distribution; :mod:`~lmcache_compat.scan.sources` and :mod:`~lmcache_compat.scan.archives` read
 their files; :mod:`~lmcache_compat.scan.budgets` bounds every read;
 :mod:`~lmcache_compat.scan.classreader` turns classes into signatures;
-:mod:`~lmcache_compat.scan.scanner` reports a release's surfaces and capabilities.
+:mod:`~lmcache_compat.upstream.scanner` reports a release's surfaces and capabilities.
 """

@@ -8,6 +8,7 @@ overlapping zip entries are refused.
 
 from __future__ import annotations
 
+import gzip
 import io
 import itertools
 import re
@@ -174,8 +175,6 @@ def open_sdist(path: Path, package: str, meter: Meter) -> SourceTree:
     pkg_info: dict[str, bytes] = {}
     kept = 0
     try:
-        import gzip
-
         with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as gz:
             counted = _CountingReader(cast(IO[bytes], gz), budgets.stream_bytes, where)
             stream = io.BufferedReader(counted)

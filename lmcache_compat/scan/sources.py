@@ -15,11 +15,14 @@ exception for links: installers may link files into their own cache (``UV_LINK_M
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 from collections.abc import Iterator
 from email.parser import HeaderParser
 from pathlib import Path
+
+from packaging.utils import canonicalize_name
 
 from lmcache_compat.errors import (
     BudgetExceededError,
@@ -45,7 +48,6 @@ __all__ = [
 
 
 def _canonical(name: str) -> str:
-    from packaging.utils import canonicalize_name
 
     return str(canonicalize_name(name))
 
@@ -259,7 +261,6 @@ def package_root(package: str) -> Path | None:
     """The directory that holds the importable ``package`` (its ``site-packages``), found
     without importing it (``find_spec`` of a top-level package reads no code but its
     ``__init__``'s location)."""
-    import importlib.util
 
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:

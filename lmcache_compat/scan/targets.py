@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
+from importlib import metadata
 from pathlib import Path
 
 from lmcache_compat.errors import NotLMCacheError, SourceNotFoundError, UnreadableArchiveError
@@ -30,14 +32,11 @@ def _open_dir(path: Path, package: str, meter: Meter) -> SourceTree:
 
 
 def _open_installed(package: str, meter: Meter) -> SourceTree:
-    from importlib import metadata
 
     try:
         dist = metadata.distribution(package)
         version = dist.version
     except metadata.PackageNotFoundError:
-        import sys
-
         raise SourceNotFoundError(
             f"{package} is not installed in this environment ({sys.executable}); "
             "pass a wheel, an sdist or a source directory to scan instead"

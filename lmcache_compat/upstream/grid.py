@@ -25,7 +25,10 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from packaging.version import Version
 
 from lmcache_compat.errors import DataFileError
 
@@ -133,7 +136,6 @@ _T = TypeVar("_T")
 def _public(version: str) -> Version:
     """The PEP 440 public version (``0.3.10.0.post2`` equals ``0.3.10.post2``; a local part
     such as ``+cpu`` is the same release)."""
-    from packaging.version import Version
 
     return Version(Version(version).public)
 
@@ -149,7 +151,6 @@ class Grid:
     """The measured tiers, oldest vLLM first."""
 
     def __init__(self, tiers: Iterable[VllmTier], meta: Mapping[str, Any] | None = None) -> None:
-        from packaging.version import Version
 
         self.tiers = sorted(tiers, key=lambda t: Version(t.vllm))
         self.meta = dict(meta or {})
@@ -168,7 +169,6 @@ class Grid:
     def leans_on(self, vllm: str) -> VllmTier | None:
         """The measured tier a vLLM release is judged by: itself if measured, else the nearest
         measured release before it (``None`` below the oldest measured one)."""
-        from packaging.version import Version
 
         wanted = Version(Version(vllm).public)
         best = None
@@ -183,7 +183,6 @@ class Grid:
         (or ``n/a``) on every later release the connector builds with, and ``stop`` the oldest
         later release it does not build with (``None``: none). ``None`` when the newest
         release that builds is not ok."""
-        from packaging.version import Version
 
         def cell(version: str, name: str) -> Cell | None:
             run = tier.pairs[version].connectors.get(connector)
@@ -235,7 +234,6 @@ def grid_from_json(data: Mapping[str, Any]) -> Grid:
 @functools.lru_cache(maxsize=1)
 def load_grid() -> Grid:
     """The shipped grid (read once per process)."""
-    from importlib.resources import files
 
     raw = files("lmcache_compat.upstream").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
     try:

@@ -19,8 +19,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from lmcache_compat.core.catalog import Capability
-from lmcache_compat.upstream.grid import CONNECTOR_KEYS
+from lmcache_compat.errors import LMCacheVersionError
+from lmcache_compat.upstream.grid import CONNECTOR_KEYS, load_grid
+from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.versions import parse_version
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -47,7 +53,6 @@ Overall = Literal["ok", "degraded", "broken", "unknown"]
 
 
 def _version(text: str) -> Version:
-    from packaging.version import Version
 
     return Version(text)
 
@@ -108,13 +113,11 @@ class Lacks:
     capability: Capability
 
     def specifiers(self) -> tuple[str, ...]:
-        from lmcache_compat.upstream.matrix import load_matrix
 
         since = load_matrix().since(self.capability)
         return (f"<{since}",) if since else ()
 
     def upgrade(self) -> Fix:
-        from lmcache_compat.upstream.matrix import load_matrix
 
         since = load_matrix().since(self.capability)
         return upgrade_lmcache(since) if since else other("none known")
@@ -177,8 +180,6 @@ class KnownIssue:
 def matches(version: Version, specifiers: tuple[str, ...]) -> bool:
     """Whether ``version`` (its public part) is in any of ``specifiers`` (``()``: always).
     Pre-releases and dev builds count (``0.5.7rc2`` is in ``>=0.5.0``)."""
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import Version
 
     if not specifiers:
         return True
@@ -333,7 +334,6 @@ def _measured_issues(
     vllm: Version, lmcache: Version, compat_buildable: bool
 ) -> tuple[list[Issue] | None, list[str]]:
     """Issues of a pair the shipped grid measured (``None``: not measured), and notes."""
-    from lmcache_compat.upstream.grid import load_grid
 
     grid = load_grid()
     tier = grid.leans_on(str(vllm))
@@ -406,8 +406,6 @@ def verdict(vllm: str | None, lmcache: str | None, *, compat_buildable: bool = T
     connector, ``use_native``); an unmeasured pair by the rows of :data:`KNOWN_ISSUES`, plus the
     grid's import measurement of the release where it has one. Versions are compared as PEP 440
     versions (``0.3.10.0.post2`` is ``0.3.10.post2``), never as text."""
-    from lmcache_compat.errors import LMCacheVersionError
-    from lmcache_compat.versions import parse_version
 
     if vllm is None or lmcache is None:
         return Verdict("unknown", reason="vLLM and LMCache are not both installed")
@@ -431,7 +429,6 @@ def _measured_instead(row: KnownIssue, vllm: Version, lmcache: Version) -> bool:
     connector it concerns recorded its aspect as something other than ``n/a``. A row the grid
     does not measure (no aspect) stays, as does one whose aspect ran a fallback (``n/a``): the
     row says what the fallback loses."""
-    from lmcache_compat.upstream.grid import load_grid
 
     tier = load_grid().leans_on(str(vllm))
     pair = tier.pair(str(lmcache)) if tier is not None else None

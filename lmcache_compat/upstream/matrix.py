@@ -13,11 +13,15 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from importlib.resources import files
 from typing import Any
+
+from packaging.version import Version
 
 from lmcache_compat.core.catalog import Capability
 from lmcache_compat.core.signatures import MethodFacts, from_json
 from lmcache_compat.errors import DataFileError, NotInMatrixError
+from lmcache_compat.versions import parse_version
 
 __all__ = [
     "ReleaseMatrix",
@@ -60,7 +64,6 @@ class ReleaseRow:
     @property
     def prerelease(self) -> bool:
         """A pre-release or dev build (``0.5.7rc2``)."""
-        from packaging.version import Version
 
         v = Version(self.version)
         return v.is_prerelease or v.is_devrelease
@@ -100,7 +103,6 @@ class ReleaseMatrix:
     """All rows, oldest first."""
 
     def __init__(self, rows: Iterable[ReleaseRow], meta: Mapping[str, Any] | None = None) -> None:
-        from packaging.version import Version
 
         self.rows = sorted(rows, key=lambda r: Version(r.version))
         self.meta = dict(meta or {})
@@ -117,7 +119,6 @@ class ReleaseMatrix:
     def row(self, version: str) -> ReleaseRow:
         """The row of ``version`` (any PEP 440 spelling); :class:`NotInMatrixError` (a
         ``KeyError``) naming the known releases."""
-        from lmcache_compat.versions import parse_version
 
         v = parse_version(version)
         try:
@@ -130,9 +131,6 @@ class ReleaseMatrix:
 
     def is_newer_than_all(self, version: str) -> bool:
         """Whether ``version`` is newer than every release of the matrix."""
-        from packaging.version import Version
-
-        from lmcache_compat.versions import parse_version
 
         return parse_version(version) > Version(self.newest.version)
 
@@ -150,7 +148,6 @@ class ReleaseMatrix:
 @functools.lru_cache(maxsize=1)
 def load_matrix() -> ReleaseMatrix:
     """The shipped matrix (read once per process)."""
-    from importlib.resources import files
 
     raw = files("lmcache_compat.upstream").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
     try:

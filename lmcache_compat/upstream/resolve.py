@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import ClassReader, Index, Module
 from lmcache_compat.scan.sources import directory_tree, package_root
 from lmcache_compat.upstream.locations import Place, module_file
+from lmcache_compat.versions import version_or_none
 
 __all__ = [
     "clear_find_cache",
@@ -178,7 +180,6 @@ def where(place: Place) -> tuple[str, str]:
 
 
 def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
-    from lmcache_compat.versions import version_or_none
 
     version = version_or_none(place.package) or "unknown version"
     return UpstreamNotFoundError(
@@ -210,7 +211,6 @@ def static_members(place: Place) -> frozenset[str]:
 def find(place: Place) -> Any:
     """The upstream class (or function) of ``place``: located statically, then only its
     defining module is imported. Errors importing that module propagate unchanged."""
-    import importlib
 
     dotted, _ = where(place)
     module = importlib.import_module(dotted)

@@ -44,7 +44,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'lmcache_compat.vllm' has no attribute {name!r}")
-    import importlib
+    import importlib  # lazy: the connector module imports vLLM
 
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value

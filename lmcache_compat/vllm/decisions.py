@@ -35,6 +35,7 @@ from lmcache_compat.core.roles import CONNECTOR
 from lmcache_compat.errors import LMCacheCompatError, NotAnEngineError, UpstreamNotFoundError
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.known_issues import issue
+from lmcache_compat.upstream.resolve import find, static_members
 from lmcache_compat.versions import version_or_none
 from lmcache_compat.vllm.plugin import CONNECTOR_NAME
 
@@ -78,7 +79,6 @@ OWN = frozenset({"shutdown"})
 def impl_class(native: bool) -> type:
     """LMCache's ``LMCacheConnectorV1Impl`` where the installed release defines it (0.5.7rc2
     moved it; a future move is found by name), or vLLM's vendored copy for ``use_native``."""
-    from lmcache_compat.upstream.resolve import find  # imports only the defining module
 
     place = loc.NATIVE_CONNECTOR_IMPL if native else loc.CONNECTOR_IMPL
     try:
@@ -99,7 +99,6 @@ def engine_has_sleep_hooks(native: bool, hooks: tuple[str, ...]) -> bool:
     """Whether the installed engine class has every sleep-mode hook vLLM's base class defines,
     read from its files (``supports_sleep_mode`` is asked before any engine exists). No LMCache
     release has them yet: a release that adds them is answered True without a code change."""
-    from lmcache_compat.upstream.resolve import static_members  # reads files only
 
     if not hooks:
         return False

@@ -22,6 +22,7 @@ from operator import attrgetter
 from typing import Any
 
 from lmcache_compat.core.adapter import ConnectorAdapter
+from lmcache_compat.core.catalog import Capability
 from lmcache_compat.errors import UpstreamNotFoundError
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.resolve import find
@@ -264,7 +265,6 @@ def shared_collector(engine: Any) -> Callable[[], CompatKVEvents | None]:
     """The collector for a connector ``attach`` never saw (vLLM's white-box unit tests call
     ``get_kv_connector_kv_cache_events`` on a mock that carries only ``_lmcache_engine``):
     decided from that engine now, with one converter per process."""
-    from lmcache_compat.core.catalog import Capability
 
     binding = engine_binding(engine, require_engine=False)
     convert = _shared_converter()

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 from typing import Any
 
 from lmcache_compat.core.annotations import parse
+from lmcache_compat.errors import UpstreamNotFoundError
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import find
 
 __all__ = ["SLEEP_HOOKS", "VllmFacts", "optional_vllm_class", "vllm_facts"]
 
@@ -26,8 +29,6 @@ SLEEP_HOOKS = ("unregister_kv_caches", "restore_kv_caches")
 
 def optional_vllm_class(place: loc.Place) -> Any:
     """``place`` in the running vLLM, or ``None`` where this vLLM does not have it."""
-    from lmcache_compat.errors import UpstreamNotFoundError
-    from lmcache_compat.upstream.resolve import find  # imports vLLM's module that defines it
 
     try:
         return find(place)
@@ -69,7 +70,7 @@ class VllmFacts:
 def _struct_fields(cls: type) -> tuple[tuple[str, bool], ...]:
     """``(name, required)`` for each declared field of a msgspec Struct or a dataclass."""
     if hasattr(cls, "__struct_fields__"):
-        import importlib  # msgspec comes with vLLM
+        import importlib  # lazy: msgspec comes with vLLM; this module imports without it
 
         structs: Any = importlib.import_module("msgspec.structs")
         return tuple((f.name, bool(f.required)) for f in structs.fields(cls))
@@ -83,10 +84,9 @@ def _struct_fields(cls: type) -> tuple[tuple[str, bool], ...]:
 
 
 def _field_type_text(cls: type, name: str) -> str:
-    import inspect
 
     if hasattr(cls, "__struct_fields__"):
-        import importlib  # msgspec comes with vLLM
+        import importlib  # lazy: msgspec comes with vLLM; this module imports without it
 
         structs: Any = importlib.import_module("msgspec.structs")
         for f in structs.fields(cls):
@@ -97,7 +97,6 @@ def _field_type_text(cls: type, name: str) -> str:
 
 
 def _text(annotation: object) -> str:
-    import inspect
 
     return annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
 
@@ -131,9 +130,6 @@ def accepts_bytes(annotation: str) -> bool:
 @functools.cache
 def vllm_facts() -> VllmFacts:
     """Read the running vLLM's connector surface (cached: vLLM does not change in a process)."""
-    import inspect
-
-    from lmcache_compat.upstream.resolve import find
 
     base = find(loc.KV_CONNECTOR_BASE)
     base_init = inspect.signature(base.__init__).parameters

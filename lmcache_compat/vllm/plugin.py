@@ -20,6 +20,7 @@ def register() -> None:
     Idempotent: vLLM loads general plugins once per process, in several processes, and a
     second call (or a connector already registered under this name) is not an error.
     """
+    # lazy: loading the plugin imports no vLLM until it registers
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
     def registered() -> bool:

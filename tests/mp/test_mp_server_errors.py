@@ -280,11 +280,13 @@ def _module_with_health(version: str) -> Any:
 @pytest.fixture
 def client_release(monkeypatch: pytest.MonkeyPatch) -> str:
     """Pretend LMCache 0.5.6 is installed (the unit tier has none)."""
-    import lmcache_compat.core.adapter
+    import lmcache_compat.core.binding
+    import lmcache_compat.mp.adapters
     import lmcache_compat.versions
 
     monkeypatch.setattr(lmcache_compat.versions, "version_or_none", lambda name: "0.5.6")
     monkeypatch.setattr(lmcache_compat.core.binding, "version_or_none", lambda name: "0.5.6")
+    monkeypatch.setattr(lmcache_compat.mp.adapters, "version_or_none", lambda name: "0.5.6")
     return "0.5.6"
 
 

@@ -33,8 +33,8 @@ from lmcache_compat.errors import (
 from lmcache_compat.report.cli import main
 from lmcache_compat.scan import budgets as sources_mod
 from lmcache_compat.scan.budgets import BUDGETS, Meter
-from lmcache_compat.scan.scanner import scan
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree, make_wheel, metadata
 from tests.support.fakes import Fake_0_5_6
 from tests.support.generated_fakes import fake_module, instantiate

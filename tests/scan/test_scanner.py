@@ -16,7 +16,7 @@ from lmcache_compat.core.roles import CONNECTOR
 from lmcache_compat.core.signatures import from_json, render_params
 from lmcache_compat.report.cli import main
 from lmcache_compat.scan import budgets as sources
-from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import (
     ADAPTER_0_3_10_POST2,
     ENGINE,

@@ -9,10 +9,10 @@ import re
 from pathlib import Path
 
 from lmcache_compat.errors import AmbiguousLocationError
-from lmcache_compat.scan.scanner import scan, scan_tree
 from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.scanner import scan, scan_tree
 from tests.support.archives import (
     ADAPTER_0_3_10_POST2,
     ENGINE,

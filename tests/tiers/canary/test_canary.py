@@ -28,9 +28,9 @@ import pytest
 
 from lmcache_compat.errors import NotInMatrixError
 from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
-from lmcache_compat.scan.scanner import ScanResult, scan
 from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, load_grid
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.scanner import ScanResult, scan
 
 pytestmark = [pytest.mark.real, pytest.mark.canary]
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from lmcache_compat.errors import ScanError
 from lmcache_compat.report.cli import main
-from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import ADAPTER_0_3_10_POST2, MP, V1, metadata
 from tests.tiers.fuzz.conftest import EXAMPLES, SECONDS_PER_SCAN, SEED, STATS
 

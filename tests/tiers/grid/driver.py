@@ -11,7 +11,7 @@ timeout each). A child puts its release's ``--target`` dir first on ``sys.path``
 only LMCache:
 
 a. every module that defines a class of the release's static scan
-   (``lmcache_compat.scan.scanner.scan(target).modules``), each recorded by its short name as
+   (``lmcache_compat.upstream.scanner.scan(target).modules``), each recorded by its short name as
    ``"ok"`` or the error's first line with machine paths removed (``tests.tiers.real.sweep.
    module_facts``);
 b. for the seed-scenario releases (:data:`PAIRS`), both connectors over the pair
@@ -96,7 +96,7 @@ def _use_release(target: Path) -> None:
 
 def import_facts(target: Path, progress: Progress) -> None:
     """(a): the modules that define the release's scanned classes, imported in scan order."""
-    from lmcache_compat.scan.scanner import scan
+    from lmcache_compat.upstream.scanner import scan
     from tests.tiers.real.sweep import module_facts
 
     modules = scan(target).modules
@@ -146,7 +146,9 @@ def run_pair(version: str, tmp: Path, progress: Progress) -> None:
     progress.data["impl"] = {
         "module": release.impl_module,
         "has": release.has,
-        "compat_file": str(Path(importlib.import_module("lmcache_compat.vllm").__file__ or "")),
+        "compat_file": str(
+            Path(importlib.import_module("lmcache_compat.vllm.connector").__file__ or "")
+        ),
     }
     side = scenario.vllm_side()
     progress.data["vllm_side"] = side.to_json()

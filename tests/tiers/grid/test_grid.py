@@ -29,6 +29,7 @@ import pytest
 from packaging.version import Version
 
 from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS
+from tests.support.paths import TIERS
 from tests.tiers.grid.data import differences, tier_json, unit_summary, unit_tests_json
 
 pytestmark = [pytest.mark.real, pytest.mark.grid]
@@ -89,7 +90,7 @@ def measured(tmp_path_factory: pytest.TempPathFactory, releases_dir: Path) -> di
 
 def _runner() -> Any:
     """``tests/tiers/vllm_unit/run_vllm_tests.py`` (a script folder, not a package)."""
-    path = ROOT / "tests" / "vllm_unit" / "run_vllm_tests.py"
+    path = TIERS / "vllm_unit" / "run_vllm_tests.py"
     spec = importlib.util.spec_from_file_location("run_vllm_tests", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -163,7 +164,7 @@ def test_every_child_ran_its_own_release(measured: dict[str, Any]) -> None:
         assert lmcache == {"version": release, "from_target": True}, release
         impl = child["report"].get("impl")
         if impl is not None:  # a seed-scenario child: this checkout's connector
-            assert Path(impl["compat_file"]) == ROOT / "lmcache_compat" / "vllm.py"
+            assert Path(impl["compat_file"]) == ROOT / "lmcache_compat" / "vllm" / "connector.py"
 
 
 def test_the_shipped_grid_is_this_measurement(

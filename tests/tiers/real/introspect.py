@@ -19,7 +19,7 @@ from lmcache_compat import probe
 from lmcache_compat.core.probes import live_surface
 from lmcache_compat.core.roles import CONNECTOR, role_named
 from lmcache_compat.core.surface import render_surface
-from lmcache_compat.scan.scanner import scan
+from lmcache_compat.upstream.scanner import scan
 
 
 def _error_line(exc: BaseException) -> str:

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat.scan.scanner import scan
 from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.scanner import scan
 from tests.support.paths import TIERS
 from tests.tiers.real.sweep import module_facts, present_modules, release_dir, sweep
 
@@ -251,4 +251,6 @@ def test_vllm_loads_the_plugin_and_finds_the_connector_by_name(work: Path) -> No
         timeout=300,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert r.stdout.strip().splitlines()[-1] == "lmcache_compat.vllm LMCacheCompatConnector"
+    assert (
+        r.stdout.strip().splitlines()[-1] == "lmcache_compat.vllm.connector LMCacheCompatConnector"
+    )

@@ -343,7 +343,9 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
         "connector": _qualname(connector),
         "impl": _qualname(connector._lmcache_engine),
         "compat_warnings": warnings,
-        "kv_events_bound_to": getattr(connector._kv_events, "__name__", "?"),
+        "kv_events_bound_to": getattr(
+            connector._plan.calls["get_kv_connector_kv_cache_events"], "__name__", "?"
+        ),
     }
     first, report["step1"] = _schedule_hit_and_miss(scheduler)
 

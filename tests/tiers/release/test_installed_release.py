@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat import installed_lmcache_version
-from lmcache_compat.scan.scanner import scan
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.scanner import scan
 from lmcache_compat.versions import parse_version
 from tests.support.behaviour import check_row_behaviour
 
@@ -81,7 +81,7 @@ def test_adapters_over_fakes_of_this_row_behave_per_catalog(row) -> None:  # typ
 
 def test_scanning_imported_nothing() -> None:
     code = (
-        f"import sys; from lmcache_compat.scan.scanner import scan; scan({_target()!r}); "
+        f"import sys; from lmcache_compat.upstream.scanner import scan; scan({_target()!r}); "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('lmcache', 'torch', 'vllm')]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )
@@ -116,9 +116,9 @@ def test_a_scan_that_knows_no_path_finds_every_class_by_name(row) -> None:  # ty
     import dataclasses
 
     from lmcache_compat.errors import AmbiguousLocationError
-    from lmcache_compat.scan.scanner import scan_tree
     from lmcache_compat.scan.targets import open_source
     from lmcache_compat.upstream import locations as loc
+    from lmcache_compat.upstream.scanner import scan_tree
 
     blind = tuple(
         dataclasses.replace(p, modules=(f"{p.package}.nowhere",)) for p in loc.LMCACHE_SCANNED

@@ -489,7 +489,7 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
             "real_engine_is_none": impl.lmcache_engine is None,  # degraded mode on CPU
             "compat_warnings": list(compat_logs.messages),
             "capabilities": [c.value for c in worker.compat_adapter.capabilities],
-            "bind_target": _callable_name(worker._bind_engine),
+            "bind_target": _callable_name(worker._plan.bind_engine),
         }
         import torch
 
@@ -593,7 +593,7 @@ def drive_native(tmp: Path) -> dict[str, Any]:
         "impl": f"{type(impl).__module__}.{type(impl).__qualname__}",
         "compat_warnings": list(compat_logs.messages),
         "capabilities": [c.value for c in connector.compat_adapter.capabilities],
-        "bind_target": _callable_name(connector._bind_engine),
+        "bind_target": _callable_name(connector._plan.bind_engine),
     }
     out = scheduler.schedule()
     result["metadata"] = type(out.kv_connector_metadata).__qualname__
@@ -655,7 +655,7 @@ def run_driver(
         import lmcache
         import vllm  # noqa: F401
 
-        import lmcache_compat.vllm
+        import lmcache_compat.vllm.connector
 
         impl_cls = lmcache_impl_class()
 
@@ -665,7 +665,7 @@ def run_driver(
     report["lmcache_file"] = lmcache.__file__
     report["impl"] = f"{impl_cls.__module__}.{impl_cls.__qualname__}"
     report["lmcache_loggers"] = list(lmcache_loggers())
-    report["compat_file"] = lmcache_compat.vllm.__file__
+    report["compat_file"] = lmcache_compat.vllm.connector.__file__
     if describe is not None:
         describe(report)
     with h.timed(timings, "run"):

@@ -88,7 +88,7 @@ def test_the_children_ran_the_releases_and_this_checkout(reports: dict[str, Any]
         assert report["impl"] == IMPLS[RELEASES[mode]]
         assert report["lmcache_loggers"][0] == IMPLS[RELEASES[mode]].rsplit(".", 1)[0]
         assert report["lmcache_file"].startswith(report["lmcache_target"])
-        assert Path(report["compat_file"]) == ROOT / "lmcache_compat" / "vllm.py"
+        assert Path(report["compat_file"]) == ROOT / "lmcache_compat" / "vllm" / "connector.py"
         assert report["import_lmcache_compat_imports_vllm"] is False
 
 
