@@ -14,20 +14,18 @@ once (or a warm cache).
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
+from tests.support.index import download, find_file, sha256_of  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "lmcache-compat" / "artifacts"
 GOAL_MS = 150.0
@@ -36,21 +34,8 @@ GOAL_MS = 150.0
 def artifact(version: str) -> Path:
     row = load_matrix().row(version)
     path = CACHE / row.artifact
-    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == row.sha256:
-        return path
-    req = urllib.request.Request(
-        "https://pypi.org/simple/lmcache/",
-        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
-    )
-    with urllib.request.urlopen(req, timeout=120) as resp:
-        files = json.load(resp)["files"]
-    (entry,) = [f for f in files if f["filename"] == row.artifact]
-    with urllib.request.urlopen(entry["url"], timeout=600) as resp:
-        data = resp.read()
-    if hashlib.sha256(data).hexdigest() != row.sha256:
-        raise SystemExit(f"{row.artifact}: sha256 differs from the shipped matrix")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    if not (path.exists() and sha256_of(path) == row.sha256):  # the index is asked only then
+        download(find_file("lmcache", row.artifact), path, sha256=row.sha256)
     return path
 
 

@@ -38,7 +38,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = ROOT / "tests" / "mp_server" / "constraints"
+sys.path.insert(0, str(ROOT))
+
+from tests.support.index import index_url  # noqa: E402
+from tests.support.paths import TIERS  # noqa: E402
+
+OUT_DIR = TIERS / "mp_server" / "constraints"
 
 #: The machine's CPU torch build (``/opt/wheels``); replaces whatever torch the release allows.
 TORCH_PIN = "torch==2.13.0+cpu"
@@ -264,7 +269,7 @@ def _compile(plan: Plan, exclude_newer: str | None) -> list[str]:
             "--find-links",
             FIND_LINKS,
             "--index-url",
-            "https://pypi.org/simple",
+            index_url(),
             "--no-header",
             "--no-annotate",
             "--quiet",

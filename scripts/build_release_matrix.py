@@ -1,27 +1,27 @@
 #!/usr/bin/env python3
-"""Regenerate lmcache_compat/upstream/data/releases.json from the real LMCache releases on PyPI.
+"""Regenerate lmcache_compat/upstream/data/releases.json from the real LMCache releases.
 
 A maintainer command, not run in CI:
 
-    python scripts/build_release_matrix.py [--pre] [--cache DIR] [--offline] [--readme]
+    python scripts/build_release_matrix.py [--pre] [--cache DIR] [--offline] [--docs]
 
 For every final LMCache release from 0.3.0 on (with ``--pre``, also the pre-releases and dev
 builds newer than the newest final release: a pre-release whose final is out is superseded), it
-takes the CPython 3.11 manylinux wheel (or the sdist where there is no wheel: 0.3.0), downloads
-it into the cache (sha256 checked against PyPI's index), scans it with
-``lmcache_compat.upstream.scanner`` (nothing is imported or built), and writes one row per release.
-``--readme`` also regenerates the README's compatibility and argument tables. Review the diff
-like code: a changed row means the scanner or a release changed.
+takes the CPython 3.11 manylinux wheel (or the sdist where there is no wheel: 0.3.0) from the
+index the installers are configured with (``tests.support.index``), downloads it into the cache
+(sha256 checked against the index), scans it with ``lmcache_compat.upstream.scanner`` (nothing
+is imported or built), and writes one row per release. ``--docs`` also regenerates the
+generated documentation. Review the diff like code: a changed row means the scanner or a
+release changed.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
+import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +30,13 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat.core.arguments import render_arguments_markdown  # noqa: E402
-from lmcache_compat.upstream.matrix import ReleaseMatrix, ReleaseRow, render_markdown  # noqa: E402
+from lmcache_compat.upstream.matrix import DATA_FILE  # noqa: E402
 from lmcache_compat.upstream.scanner import scan  # noqa: E402
+from lmcache_compat.upstream.shipped import data_path  # noqa: E402
+from tests.support import index  # noqa: E402
 
-INDEX = "https://pypi.org/simple/lmcache/"
 FIRST = Version("0.3.0")
-DATA = ROOT / "lmcache_compat" / "upstream" / "data" / "releases.json"
-README = ROOT / "README.md"
-START, END = "<!-- release-matrix:start -->", "<!-- release-matrix:end -->"
-ARG_START, ARG_END = "<!-- arguments:start -->", "<!-- arguments:end -->"
-
-
-def index() -> list[dict[str, Any]]:
-    req = urllib.request.Request(INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        files: list[dict[str, Any]] = json.load(resp)["files"]
-    return files
+DATA = data_path(DATA_FILE)
 
 
 def _is_pre(v: Version) -> bool:
@@ -75,16 +65,13 @@ def pick(files: list[dict[str, Any]], pre: bool = False) -> dict[str, dict[str, 
 
 def fetch(f: dict[str, Any], cache: Path, offline: bool) -> Path:
     path: Path = cache / f["filename"]
-    if not path.exists():
-        if offline:
-            raise SystemExit(f"{path} is not in the cache and --offline was given")
-        print(f"  downloading {f['filename']}", file=sys.stderr)
-        with urllib.request.urlopen(f["url"], timeout=300) as resp:
-            path.write_bytes(resp.read())
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != f["hashes"]["sha256"]:
-        raise SystemExit(f"{path}: sha256 {digest} does not match PyPI's {f['hashes']['sha256']}")
-    return path
+    want = f["hashes"]["sha256"]
+    if path.exists() and index.sha256_of(path) == want:
+        return path
+    if offline:
+        raise SystemExit(f"{path} is not in the cache (with sha256 {want}) and --offline was given")
+    print(f"  downloading {f['filename']}", file=sys.stderr)
+    return index.download(f, path)
 
 
 def write_matrix(rows: list[dict[str, Any]]) -> None:
@@ -127,18 +114,6 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
     json.loads(DATA.read_text(encoding="utf-8"))  # still valid JSON
 
 
-def _replace(text: str, start_marker: str, end_marker: str, body: str) -> str:
-    start, end = text.index(start_marker) + len(start_marker), text.index(end_marker)
-    return text[:start] + "\n" + body + text[end:]
-
-
-def update_readme(matrix: ReleaseMatrix) -> None:
-    text = README.read_text(encoding="utf-8")
-    text = _replace(text, START, END, render_markdown(matrix))
-    text = _replace(text, ARG_START, ARG_END, render_arguments_markdown())
-    README.write_text(text, encoding="utf-8")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -151,7 +126,9 @@ def main() -> int:
         action="store_true",
         help="re-scan the releases the data file lists, from the cache only (no index query)",
     )
-    ap.add_argument("--readme", action="store_true", help="also regenerate the README table")
+    ap.add_argument(
+        "--docs", action="store_true", help="also regenerate the generated documentation"
+    )
     ap.add_argument(
         "--pre",
         action="store_true",
@@ -166,7 +143,7 @@ def main() -> int:
             for r in current
         }
     else:
-        chosen = pick(index(), pre=args.pre)
+        chosen = pick(index.project("lmcache")["files"], pre=args.pre)
     rows = []
     for version in sorted(chosen, key=Version):
         f = chosen[version]
@@ -192,9 +169,8 @@ def main() -> int:
         )
     write_matrix(rows)
     print(f"wrote {len(rows)} releases to {DATA.relative_to(ROOT)}", file=sys.stderr)
-    if args.readme:
-        update_readme(ReleaseMatrix(ReleaseRow.from_json(r) for r in rows))
-        print("updated the README's release matrix", file=sys.stderr)
+    if args.docs:
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "update_docs.py")], check=True)
     return 0
 
 

@@ -55,10 +55,10 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.support.index import index_url  # noqa: E402
 from tests.support.paths import VLLM_CONSTRAINTS  # noqa: E402
 
 OUT_DIR = VLLM_CONSTRAINTS
-DEFAULT_INDEX = "https://pypi.org/simple"
 DEFAULT_FIND_LINKS = "/opt/wheels"
 #: Far enough in the future that ``--exclude-newer`` never hides the torch wheel we pin.
 NO_CUTOFF = "2100-01-01T00:00:00Z"
@@ -433,7 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         default="release",
         help="index snapshot: 'release' (vLLM's upload time + 1 h), 'now', or an ISO date",
     )
-    parser.add_argument("--index-url", default=DEFAULT_INDEX)
+    parser.add_argument(
+        "--index-url", default=None, help="default: the index the installers are configured with"
+    )
     parser.add_argument(
         "--find-links",
         default=os.environ.get("UV_FIND_LINKS", DEFAULT_FIND_LINKS),
@@ -447,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             torch=args.torch,
             python=args.python,
             as_of=args.as_of,
-            index=args.index_url,
+            index=args.index_url or index_url(),
             find_links=args.find_links,
         )
         if args.stdout:

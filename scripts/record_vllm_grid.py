@@ -31,9 +31,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lmcache_compat.upstream.grid import DATA_FILE  # noqa: E402
+from lmcache_compat.upstream.shipped import data_path  # noqa: E402
 from tests.tiers.grid.data import FORMAT, RECORDED_BY, differences, render  # noqa: E402
 
-DATA = ROOT / "lmcache_compat" / "upstream" / "data" / "vllm_grid.json"
+DATA = data_path(DATA_FILE)
 REPORTS = ROOT / ".tox" / "grid-reports"
 #: The grid tiers of tox.ini (tests/tiers/grid/test_record.py keeps the two equal).
 TIERS = ("0.11.0", "0.11.2", "0.13.0", "0.14.1", "0.17.1", "0.21.0", "0.27.1", "0.32.0", "0.33.0")

@@ -125,3 +125,26 @@ def test_fallbacks_are_documented_from_the_catalog() -> None:
             if owner in row.owners and row.kind != "class":
                 assert row.fallback_result in (adapter.__doc__ or ""), row.capability
     assert Capability.KV_EVENTS.spec.fallback_result in (Capability.KV_EVENTS.__doc__ or "")
+
+
+def test_no_file_spells_a_package_index_address() -> None:
+    """The index is reached through the installers' configuration (tests/support/index.py),
+    so a company mirror configured for pip works; no tracked file writes an index address."""
+    import subprocess
+
+    root = PACKAGE.parent
+    address = re.compile(
+        r"https?://([a-z0-9-]+\.)*(" + "py" + r"pi\.(org|io)|" + "python" + r"hosted\.org)"
+    )
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split()
+    found = []
+    for name in tracked:
+        path = root / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            continue
+        found += [f"{name}:{m.group(0)}" for m in address.finditer(text)]
+    assert found == []

@@ -25,12 +25,12 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from packaging.version import Version
 
 from lmcache_compat.errors import DataFileError
+from lmcache_compat.upstream.shipped import read_data
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -235,7 +235,7 @@ def grid_from_json(data: Mapping[str, Any]) -> Grid:
 def load_grid() -> Grid:
     """The shipped grid (read once per process)."""
 
-    raw = files("lmcache_compat.upstream").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+    raw = read_data(DATA_FILE)
     try:
         return grid_from_json(json.loads(raw))
     except (ValueError, KeyError, TypeError) as exc:

@@ -13,7 +13,6 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.resources import files
 from typing import Any
 
 from packaging.version import Version
@@ -21,6 +20,7 @@ from packaging.version import Version
 from lmcache_compat.core.catalog import Capability
 from lmcache_compat.core.signatures import MethodFacts, from_json
 from lmcache_compat.errors import DataFileError, NotInMatrixError
+from lmcache_compat.upstream.shipped import read_data
 from lmcache_compat.versions import parse_version
 
 __all__ = [
@@ -149,7 +149,7 @@ class ReleaseMatrix:
 def load_matrix() -> ReleaseMatrix:
     """The shipped matrix (read once per process)."""
 
-    raw = files("lmcache_compat.upstream").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+    raw = read_data(DATA_FILE)
     try:
         data = json.loads(raw)
         rows = [ReleaseRow.from_json(r) for r in data["releases"]]

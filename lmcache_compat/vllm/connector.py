@@ -236,3 +236,8 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             return ()
         self._kv_cache_events = None
         return pending.aggregate().get_all_events()
+
+
+# The public path (``kv_connector_module_path: lmcache_compat.vllm``, the package that loads this
+# module on first use): what vLLM's factory, logs and pickles name.
+LMCacheCompatConnector.__module__ = "lmcache_compat.vllm"

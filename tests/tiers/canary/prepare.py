@@ -25,15 +25,12 @@ Network: PyPI's JSON API and files, and (only to generate pins) PyPI's simple in
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -41,26 +38,14 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from tests.support import index
 from tests.support.paths import vllm_constraints as shipped_constraints
 from tests.support.uv_install import uv_install
 
 ROOT = Path(__file__).resolve().parents[3]
-INDEX_JSON = os.environ.get("LMCACHE_CANARY_INDEX_JSON", "https://pypi.org/pypi")
 TORCH = "2.13.0"
 #: Bytes a downloaded LMCache artifact may have (LMCache wheels are a few MB).
 MAX_ARTIFACT = 256 * 1024**2
-
-
-def project_json(name: str) -> dict[str, Any]:
-    """The index's JSON for ``name``, every file's ``url`` made absolute (a mirror may answer
-    with URLs relative to the JSON's own address)."""
-    with urllib.request.urlopen(f"{INDEX_JSON}/{name}/json", timeout=60) as resp:
-        data: dict[str, Any] = json.loads(resp.read())
-        base = resp.geturl()
-    for files in data.get("releases", {}).values():
-        for f in files:
-            f["url"] = urllib.parse.urljoin(base, f["url"])
-    return data
 
 
 def _live_files(files: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -118,21 +103,7 @@ def pick_artifact(files: list[dict[str, Any]]) -> dict[str, Any]:
 def download(f: dict[str, Any], dest: Path) -> Path:
     """The file, sha256-checked against the index (kept when already there and equal)."""
     dest.mkdir(parents=True, exist_ok=True)
-    path = dest / Path(str(f["filename"])).name
-    want = f["digests"]["sha256"]
-    if path.exists() and hashlib.sha256(path.read_bytes()).hexdigest() == want:
-        return path
-    if int(f.get("size") or 0) > MAX_ARTIFACT:
-        raise SystemExit(f"{f['filename']}: {f['size']} bytes, over {MAX_ARTIFACT}")
-    with urllib.request.urlopen(f["url"], timeout=300) as resp:
-        data = resp.read(MAX_ARTIFACT + 1)
-    if len(data) > MAX_ARTIFACT:
-        raise SystemExit(f"{f['filename']}: over {MAX_ARTIFACT} bytes")
-    got = hashlib.sha256(data).hexdigest()
-    if got != want:
-        raise SystemExit(f"{f['filename']}: sha256 {got} is not the index's {want}")
-    path.write_bytes(data)
-    return path
+    return index.download(f, dest, max_bytes=MAX_ARTIFACT)
 
 
 def vllm_constraints(version: str, out_dir: Path, generate: bool) -> tuple[Path, bool]:
@@ -183,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     plan: dict[str, Any] = {"timings": {}}
 
     start = time.perf_counter()
-    lm_version, lm_files = newest(project_json("lmcache")["releases"], args.lmcache, bool)
+    lm_version, lm_files = newest(index.releases("lmcache"), args.lmcache, bool)
     artifact = pick_artifact(lm_files)
     path = download(artifact, out / "artifacts")
     target = None
@@ -196,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         "version": lm_version,
         "chosen": "pinned" if args.lmcache else "newest on the index (pre/dev included)",
         "artifact": str(path),
-        "sha256": artifact["digests"]["sha256"],
-        "upload_time": artifact.get("upload_time_iso_8601"),
+        "sha256": artifact["hashes"]["sha256"],
+        "upload_time": artifact.get("upload-time"),
         "target": str(target) if target else None,
     }
     plan["timings"]["lmcache"] = round(time.perf_counter() - start, 1)
@@ -205,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     vllm_version, _ = newest(
-        project_json("vllm")["releases"], args.vllm, lambda fs: any(_is_x86_wheel(f) for f in fs)
+        index.releases("vllm"), args.vllm, lambda fs: any(_is_x86_wheel(f) for f in fs)
     )
     constraints, generated = vllm_constraints(
         vllm_version, out / "constraints", args.generate_constraints

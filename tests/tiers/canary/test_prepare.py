@@ -3,8 +3,6 @@ API."""
 
 from __future__ import annotations
 
-import io
-import json
 from typing import Any
 
 import pytest
@@ -47,15 +45,3 @@ def test_the_artifact_is_a_wheel_this_interpreter_installs_else_the_sdist() -> N
     assert prepare.pick_artifact([other, sdist]) is sdist
     with pytest.raises(SystemExit):
         prepare.pick_artifact([other])
-
-
-def test_relative_urls_from_a_mirror_become_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
-    class Response(io.BytesIO):
-        def geturl(self) -> str:
-            return "https://mirror.example/pypi/lmcache/json"
-
-    body = json.dumps({"releases": {"0.5.6": [_file(WHEEL.format(v="0.5.6"))]}}).encode()
-    monkeypatch.setattr("urllib.request.urlopen", lambda *a, **k: Response(body))
-    data = prepare.project_json("lmcache")
-    url = data["releases"]["0.5.6"][0]["url"]
-    assert url == f"https://mirror.example/p/{WHEEL.format(v='0.5.6')}"

@@ -21,14 +21,14 @@ import os
 import subprocess
 import sys
 from importlib import metadata
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import pytest
 from packaging.version import Version
 
-from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS
+from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, DATA_FILE
+from lmcache_compat.upstream.shipped import read_data
 from tests.support.paths import TIERS
 from tests.tiers.grid.data import differences, tier_json, unit_summary, unit_tests_json
 
@@ -138,9 +138,7 @@ def fresh(measured: dict[str, Any], unit_tests: dict[str, Any] | None) -> dict[s
 
 @pytest.fixture(scope="session")
 def shipped() -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(
-        files("lmcache_compat").joinpath("data", "vllm_grid.json").read_text()
-    )
+    data: dict[str, Any] = json.loads(read_data(DATA_FILE))
     return data
 
 

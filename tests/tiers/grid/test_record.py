@@ -5,12 +5,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, grid_from_json
+from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, DATA_FILE, grid_from_json
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.shipped import read_data
 from tests.support.paths import vllm_constraints
 from tests.tiers.grid.data import FORMAT, differences, render, tier_json
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _shipped_text() -> str:
-    return files("lmcache_compat.upstream").joinpath("data", "vllm_grid.json").read_text()
+    return read_data(DATA_FILE)
 
 
 def _script() -> Any:

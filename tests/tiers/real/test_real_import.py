@@ -251,6 +251,4 @@ def test_vllm_loads_the_plugin_and_finds_the_connector_by_name(work: Path) -> No
         timeout=300,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (
-        r.stdout.strip().splitlines()[-1] == "lmcache_compat.vllm.connector LMCacheCompatConnector"
-    )
+    assert r.stdout.strip().splitlines()[-1] == "lmcache_compat.vllm LMCacheCompatConnector"

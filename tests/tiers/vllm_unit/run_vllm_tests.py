@@ -35,10 +35,13 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
+
+# a script folder: the repository root holds the shared index helper
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.support import index
 
 __all__ = [
     "SDIST_SHA256",
@@ -89,7 +92,6 @@ SDIST_SHA256: Final[Mapping[str, str]] = {
     "0.33.0": "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112",
 }
 
-SIMPLE_INDEX: Final = "https://pypi.org/simple/vllm/"
 PLUGIN_DIR: Final = Path(__file__).resolve().parent
 DEFAULT_CACHE: Final = Path(
     os.environ.get("LMCACHE_COMPAT_SDIST_CACHE")
@@ -159,69 +161,27 @@ def sdist_filename(version: str) -> str:
     return f"vllm-{version}.tar.gz"
 
 
-def _index_files() -> list[dict[str, Any]]:
-    request = urllib.request.Request(
-        SIMPLE_INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"}
-    )
-    with urllib.request.urlopen(request, timeout=120) as response:
-        files: list[dict[str, Any]] = json.load(response)["files"]
-    return files
-
-
-def _index_entry(filename: str, files: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    for entry in files:
-        if entry["filename"] == filename:
-            return entry
-    raise SdistError(f"{filename} is not on PyPI's simple index")
-
-
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _download(url: str, dest: Path, expected: str) -> None:
-    """``url`` -> ``dest`` (atomically), only if its sha256 is ``expected``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")
-    tmp = Path(tmp_name)
-    try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=300) as response:
-            for block in iter(lambda: response.read(1 << 20), b""):
-                digest.update(block)
-                out.write(block)
-        if digest.hexdigest() != expected:
-            raise SdistError(f"{dest.name}: downloaded sha256 {digest.hexdigest()} != {expected}")
-        tmp.replace(dest)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def fetch_sdist(
     version: str,
     *,
     sha256_table: Mapping[str, str] = SDIST_SHA256,
     cache_dir: Path = DEFAULT_CACHE,
 ) -> Path:
-    """The vLLM ``version`` sdist in ``cache_dir``, downloaded from PyPI if needed; its sha256
+    """The vLLM ``version`` sdist in ``cache_dir``, downloaded from the index if needed; its sha256
     is checked against ``sha256_table`` (an unpinned version is refused)."""
     try:
         expected = sha256_table[version]
     except KeyError:
         raise SdistError(f"vLLM {version}: no pinned sdist sha256") from None
     path = cache_dir / sdist_filename(version)
-    if path.exists() and _sha256_of(path) == expected:
+    if path.exists() and index.sha256_of(path) == expected:
         return path
     # absent, or a corrupt copy (replaced only once a download matches the pin)
-    entry = _index_entry(path.name, _index_files())
+    entry = index.find_file("vllm", path.name)
     listed = entry.get("hashes", {}).get("sha256")
     if listed != expected:
-        raise SdistError(f"{path.name}: PyPI lists sha256 {listed}, pinned {expected}")
-    _download(str(entry["url"]), path, expected)
+        raise SdistError(f"{path.name}: the index lists sha256 {listed}, pinned {expected}")
+    index.download(entry, path, sha256=expected)
     return path
 
 
@@ -430,7 +390,7 @@ def survey(first: str, last: str) -> list[tuple[str, str, str | None]]:
     temporary folder, and checked against the index's sha256)."""
     rows: list[tuple[str, str, str | None]] = []
     low, high = _version_key(first), _version_key(last)
-    files = _index_files()
+    files = index.project("vllm").get("files", [])
     for entry in files:
         name = str(entry["filename"])
         if not (name.startswith("vllm-") and name.endswith(".tar.gz")):
@@ -443,7 +403,7 @@ def survey(first: str, last: str) -> list[tuple[str, str, str | None]]:
         sha = str(entry["hashes"]["sha256"])
         with tempfile.TemporaryDirectory(prefix="vllm-survey-") as tmp:
             path = Path(tmp) / name
-            _download(str(entry["url"]), path, sha)
+            index.download(entry, path, sha256=sha)
             with tarfile.open(path, "r:gz") as tar:
                 try:
                     member = tar.getmember(f"vllm-{version}/{TEST_FILE}")
