@@ -10,16 +10,22 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lmcache_compat.core.adapter import ConnectorAdapter
+    from lmcache_compat.core.binding import UnreadableMethodWarning
     from lmcache_compat.core.catalog import CATALOG, Capability, CapabilitySpec
     from lmcache_compat.core.probes import Capabilities, clear_probe_cache, probe
     from lmcache_compat.engine import EngineAdapter, get_or_create_engine
     from lmcache_compat.errors import (
+        AmbiguousLocationError,
         LMCacheCompatError,
         LMCacheVersionError,
         MalformedResultError,
         MissingCapabilityError,
+        MPServerError,
+        MPVersionMismatchError,
         NotAnEngineError,
+        UnknownCapabilityError,
         UnsupportedArgumentError,
+        UpstreamNotFoundError,
     )
     from lmcache_compat.mp import MPSchedulerAdapter, MPWorkerAdapter
     from lmcache_compat.mp.config import MPConfig
@@ -34,12 +40,18 @@ _LAZY = {
     "clear_probe_cache": "lmcache_compat.core.probes",
     "probe": "lmcache_compat.core.probes",
     "ConnectorAdapter": "lmcache_compat.core.adapter",
+    "UnreadableMethodWarning": "lmcache_compat.core.binding",
     "EngineAdapter": "lmcache_compat.engine",
     "get_or_create_engine": "lmcache_compat.engine",
     "MPConfig": "lmcache_compat.mp.config",
     "MPSchedulerAdapter": "lmcache_compat.mp",
     "MPWorkerAdapter": "lmcache_compat.mp",
+    "AmbiguousLocationError": "lmcache_compat.errors",
     "LMCacheCompatError": "lmcache_compat.errors",
+    "MPServerError": "lmcache_compat.errors",
+    "MPVersionMismatchError": "lmcache_compat.errors",
+    "UnknownCapabilityError": "lmcache_compat.errors",
+    "UpstreamNotFoundError": "lmcache_compat.errors",
     "LMCacheVersionError": "lmcache_compat.errors",
     "MalformedResultError": "lmcache_compat.errors",
     "MissingCapabilityError": "lmcache_compat.errors",
@@ -69,6 +81,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CATALOG",
+    "AmbiguousLocationError",
     "Capabilities",
     "Capability",
     "CapabilitySpec",
@@ -78,11 +91,16 @@ __all__ = [
     "LMCacheVersionError",
     "MPConfig",
     "MPSchedulerAdapter",
+    "MPServerError",
+    "MPVersionMismatchError",
     "MPWorkerAdapter",
     "MalformedResultError",
     "MissingCapabilityError",
     "NotAnEngineError",
+    "UnknownCapabilityError",
+    "UnreadableMethodWarning",
     "UnsupportedArgumentError",
+    "UpstreamNotFoundError",
     "__version__",
     "clear_probe_cache",
     "get_or_create_engine",

@@ -36,3 +36,56 @@ def test_probe_and_adapter_need_none_of_them_either() -> None:
     mods = _modules_after(code)
     for name in ("torch", "vllm", "lmcache"):
         assert not any(m == name or m.startswith(name + ".") for m in mods), name
+
+
+def test_the_public_api_is_one_list() -> None:
+    """``__all__``, the lazy table and the type checkers' imports name the same objects, and
+    each resolves to its defining module's object."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    import lmcache_compat
+
+    source = Path(lmcache_compat.__file__).read_text(encoding="utf-8")
+    typed: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for stmt in node.body:
+                if isinstance(stmt, ast.ImportFrom):
+                    typed.update(alias.asname or alias.name for alias in stmt.names)
+    lazy = set(lmcache_compat._LAZY)
+    assert set(lmcache_compat.__all__) == lazy | {"__version__"}
+    assert typed == lazy
+    for name, module in lmcache_compat._LAZY.items():
+        assert getattr(lmcache_compat, name) is getattr(importlib.import_module(module), name)
+
+
+def test_every_error_a_public_call_raises_is_exported() -> None:
+    """An error the adapters, probes or the connector can raise is importable from
+    ``lmcache_compat`` (found by reading their sources for the error classes they name)."""
+    import ast
+    from pathlib import Path
+
+    import lmcache_compat
+    from lmcache_compat import errors
+
+    error_names = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type) and issubclass(value, errors.LMCacheCompatError)
+    }
+    root = Path(lmcache_compat.__file__).parent
+    named: set[str] = set()
+    for sub in ("core", "mp", "engine", "vllm"):
+        for path in (root / sub).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Name) and node.id in error_names:
+                    named.add(node.id)
+    # the scan errors are raised by the scanner and the command line, not by a public call
+    scan_only = {n for n in named if issubclass(getattr(errors, n), errors.ScanError)} - {
+        "AmbiguousLocationError"
+    }
+    assert named - scan_only <= set(lmcache_compat.__all__), sorted(
+        named - scan_only - set(lmcache_compat.__all__)
+    )
