@@ -13,7 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from lmcache_compat.core.binding import Binding, Options, UnreadableMethodWarning, bind
+from lmcache_compat.core.binding import (
+    Binding,
+    Options,
+    UnreadableMethodWarning,
+    bind,
+    install_fallbacks,
+)
 from lmcache_compat.core.catalog import Capability, fallback_table
 from lmcache_compat.core.probes import Capabilities
 from lmcache_compat.core.roles import CONNECTOR, Role
@@ -33,6 +39,12 @@ class BoundAdapter:
     lmcache_version: str | None
     strict: bool
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        role = cls.__dict__.get("role")
+        if role is not None:  # a concrete adapter: the catalog's fallbacks, as plain methods
+            install_fallbacks(cls, role)
+
     def _take(self, binding: Binding) -> Binding:
         """Store what :func:`~lmcache_compat.core.binding.bind` decided (once, at
         construction)."""
@@ -40,7 +52,8 @@ class BoundAdapter:
         self.capabilities = binding.capabilities
         self.lmcache_version = binding.lmcache_version
         self.strict = binding.options.strict
-        self.__dict__.update(binding.methods)
+        for name, method in binding.methods.items():  # attribute by attribute: the instance
+            setattr(self, name, method)  # keeps CPython's fast inline attribute values
         return binding
 
     def __repr__(self) -> str:

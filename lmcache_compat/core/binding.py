@@ -14,12 +14,15 @@
    -- where its parameters are no longer positional in the documented order -- to a call by
    keyword;
 6. each optional method (the catalog's pass-through rows for the role) is bound to the engine's
-   own bound method (behind the row's result check, if any), else to the row's fallback, or in
-   strict mode to a raiser; a member that exists but cannot be read is named in a warning;
+   own bound method (behind the row's result check, if any); an absent one is left to the
+   adapter class, whose method of that name is the row's fallback (:func:`install_fallbacks`),
+   or in strict mode bound to a raiser; a member that exists but cannot be read is named in a
+   warning;
 7. each method with no safe fallback is bound to the engine's own or to a raiser.
 
-The :class:`Binding` holds the result; an adapter stores its methods as plain attributes, so a
-call through the adapter is one attribute load and the engine's (or fallback's) own call: no
+The :class:`Binding` holds the result; an adapter stores the engine's methods as plain instance
+attributes, so a call through the adapter is one attribute load and the engine's own call, and a
+fallback is a plain method of the adapter class, so calling it costs exactly a method call: no
 ``getattr``, ``try`` or version check per call. Engine errors propagate unchanged.
 """
 
@@ -44,6 +47,7 @@ __all__ = [
     "Options",
     "UnreadableMethodWarning",
     "bind",
+    "install_fallbacks",
     "missing_error",
     "property_getter",
 ]
@@ -104,6 +108,15 @@ class Binding:
 
     def surface(self, name: str) -> MethodFacts:
         return self.facts.surface[name]
+
+
+def install_fallbacks(cls: type, role: Role) -> None:
+    """Give an adapter class, as plain methods, the fallback of every pass-through row of
+    ``role`` (a release without the capability calls it; one that has it shadows it with the
+    engine's own method). Run once per adapter class, at its creation."""
+    for spec in pass_through(role):
+        if spec.method not in cls.__dict__:
+            setattr(cls, spec.method, spec.fallback)
 
 
 def missing_error(
@@ -220,11 +233,8 @@ def bind(
     for spec in pass_through(role):
         if spec.capability not in caps:
             _warn_unreadable(facts, spec, options.strict)
-            fallback = spec.fallback
-            assert fallback is not None
-            methods[spec.method] = (
-                _raiser(spec, facts.cls_name, version) if options.strict else fallback
-            )
+            if options.strict:  # else: the adapter class's own method is the fallback
+                methods[spec.method] = _raiser(spec, facts.cls_name, version)
             continue
         method: Callable[..., Any]
         if spec.kind == "property":

@@ -260,6 +260,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         impact="none in practice: KV caches are picked up from the forward context on first load",
         warn_absent=False,
     ),
+    # --- multi-process adapters (LMCacheMPSchedulerAdapter / LMCacheMPWorkerAdapter) -----
     CapabilitySpec(
         capability=Capability.MP_ADAPTERS,
         owner=MP_SCHEDULER,
@@ -522,6 +523,7 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         keyword="required_chunk_alignment",
         also=(MP_WORKER,),
     ),
+    # --- LMCacheEngine -----------------------------------------------------------------------
     CapabilitySpec(
         capability=Capability.ENGINE_LOOKUP_ID,
         owner=ENGINE,

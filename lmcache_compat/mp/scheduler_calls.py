@@ -105,7 +105,8 @@ def lookup_call(
     else:
         reserve = apply(ARG.reserve_last_token, facts, downgrades, emulate=_trim_last_token(key))
     if convert is not None and salt.takes and configs.takes and reserve.takes:
-        return _lookup_every_keyword(method, facts, (request, key), convert, start)
+        ready = bytes if found.encoding == "packed" else list  # passed without a conversion
+        return _lookup_every_keyword(method, facts, (request, key), (ready, convert), start)
     start_step = start.put
 
     def lookup(
@@ -153,15 +154,17 @@ def _lookup_every_keyword(
     method: Callable[..., Any],
     facts: MethodFacts,
     names: tuple[str, str],
-    convert: Callable[[Any], Any],
+    tokens: tuple[type, Callable[[Any], Any]],
     start: Applied,
 ) -> Callable[..., Any]:
     """The per-call path for releases that take every keyword (0.5.6 on): the token form's
     conversion, then the release's method, positionally where the signature guarantees the
     order (0.5.6 ``(request_id, token_ids, cache_salt, request_configs, reserve_last_token)``,
     0.5.7rc2 ``+ start``), else by keyword. Every release with ``cache_salt`` defaults it to
-    ``""`` (no salt)."""
+    ``""`` (no salt). The token ids' one conversion runs only when they are not already in the
+    release's form (``bytes`` packed, or a ``list`` of ids)."""
     request, key = names
+    ready, convert = tokens  # token ids of type `ready` are passed as they are (one check)
     with_start = start.takes
     order = (request, key, SALT, CONFIGS, RESERVE, *((START,) if with_start else ()))
     refuse_start = start.put
@@ -178,10 +181,10 @@ def _lookup_every_keyword(
                 reserve_last_token: bool = False,
                 start: int = 0,
             ) -> Any:
-                if token_ids is None:
-                    raise TypeError("lookup(): this LMCache release looks up by token_ids")
+                if type(token_ids) is not ready:
+                    token_ids = _convert(convert, token_ids)
                 return method(
-                    request_id, convert(token_ids), cache_salt or "", request_configs,
+                    request_id, token_ids, cache_salt or "", request_configs,
                     reserve_last_token, start,
                 )  # fmt: skip
 
@@ -197,14 +200,13 @@ def _lookup_every_keyword(
             reserve_last_token: bool = False,
             start: int = 0,
         ) -> Any:
-            if token_ids is None:
-                raise TypeError("lookup(): this LMCache release looks up by token_ids")
+            if type(token_ids) is not ready:
+                token_ids = _convert(convert, token_ids)
             if start:
                 refuse_start({}, start)  # ARG.start: refused, or (allowed) dropped
             return method(
-                request_id, convert(token_ids), cache_salt or "", request_configs,
-                reserve_last_token,
-            )  # fmt: skip
+                request_id, token_ids, cache_salt or "", request_configs, reserve_last_token
+            )
 
         return lookup_positional_no_start
 
@@ -218,11 +220,9 @@ def _lookup_every_keyword(
         reserve_last_token: bool = False,
         start: int = 0,
     ) -> Any:
-        if token_ids is None:
-            raise TypeError("lookup(): this LMCache release looks up by token_ids")
         kwargs = {
             request: request_id,
-            key: convert(token_ids),
+            key: token_ids if type(token_ids) is ready else _convert(convert, token_ids),
             SALT: cache_salt or "",
             CONFIGS: request_configs,
             RESERVE: reserve_last_token,
@@ -231,6 +231,12 @@ def _lookup_every_keyword(
         return method(**kwargs)
 
     return lookup_by_keyword
+
+
+def _convert(convert: Callable[[Any], Any], token_ids: Any) -> Any:
+    if token_ids is None:
+        raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
+    return convert(token_ids)
 
 
 def check_lookup_result_call(

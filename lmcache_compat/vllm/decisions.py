@@ -24,6 +24,7 @@ unit tests attach a bare ``MagicMock()`` or a stub with two methods -- is bound 
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -144,8 +145,8 @@ class PartialEngine:
             if callable(method):
                 present.add(spec.capability)
                 setattr(self, spec.method, method)
-            else:
-                setattr(self, spec.method, spec.fallback)
+            else:  # the fallback takes the binding as self, like an adapter's
+                setattr(self, spec.method, types.MethodType(spec.fallback, self))
         self.capabilities = Capabilities.of(present, cls_name)
 
     if TYPE_CHECKING:

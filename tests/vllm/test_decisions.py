@@ -123,8 +123,8 @@ def test_the_newest_release_is_bound_to_its_own_methods() -> None:
 def test_the_oldest_release_gets_the_catalog_fallbacks_and_a_warning() -> None:
     engine = Fake_0_3_0()
     plan = _plan(engine, V013)
-    assert plan.calls["get_finished"] is fallbacks.no_finished
-    assert plan.calls["get_block_ids_with_load_errors"] is fallbacks.no_load_errors
+    assert plan.calls["get_finished"].__func__ is fallbacks.no_finished
+    assert plan.calls["get_block_ids_with_load_errors"].__func__ is fallbacks.no_load_errors
     assert plan.calls["get_kv_connector_kv_cache_events"] is no_events
     text = "; ".join(plan.warnings)
     for spec in (Capability.GET_FINISHED.spec, Capability.LOAD_ERROR_REPORTING.spec):
@@ -140,7 +140,7 @@ def test_the_kv_caches_are_handed_to_releases_without_register_kv_caches() -> No
     register({"layer.0": "other"})  # once, like the release's own discovery
     assert engine.kv_caches == {"layer.0": "tensor"}
     bare = Fake_0_3_9_post1()  # nowhere to put them: the catalog's no-op
-    assert _plan(bare, V013).calls["register_kv_caches"] is fallbacks.noop_register
+    assert _plan(bare, V013).calls["register_kv_caches"].__func__ is fallbacks.noop_register
 
 
 def test_a_vllm_that_cannot_take_none_gets_zero_for_a_pending_lookup() -> None:
