@@ -146,6 +146,7 @@ class PartialEngine:
                 present.add(spec.capability)
                 setattr(self, spec.method, method)
             else:  # the fallback takes the binding as self, like an adapter's
+                assert spec.fallback is not None  # pass_through rows all have one
                 setattr(self, spec.method, types.MethodType(spec.fallback, self))
         self.capabilities = Capabilities.of(present, cls_name)
 

@@ -312,7 +312,7 @@ def test_adapter_methods_are_plain_attributes_bound_at_construction() -> None:
     assert vars(a)["shutdown"] == a.engine.shutdown  # the engine's own bound method
     old = ConnectorAdapter(Fake_0_3_0())
     assert "get_kv_events" not in vars(old)  # the class's own method: the catalog fallback
-    assert old.get_kv_events.__func__ is fallbacks.no_kv_events
+    assert old.get_kv_events.__func__ is fallbacks.no_kv_events  # type: ignore[attr-defined]
     assert "Fake_0_5_6" in repr(a) and type(a) is type(old) is ConnectorAdapter
 
 

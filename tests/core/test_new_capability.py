@@ -70,7 +70,8 @@ CHECK = textwrap.dedent(
     )
     assert "get_kv_connector_stats" in forwarded(facts)
     assert "get_kv_connector_stats" not in forwarded(V033)
-    plan = decide(engine_binding(newer, require_engine=True), newer, facts, native=False, events=None)
+    binding = engine_binding(newer, require_engine=True)
+    plan = decide(binding, newer, facts, native=False, events=None)
     assert plan.calls["get_kv_connector_stats"]() == {"bytes": 1}
     double = mock.MagicMock()
     partial = engine_binding(double, require_engine=False)
