@@ -6,7 +6,9 @@ until a name is used (PEP 562): the command line pays only for the command it ru
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lmcache_compat._lazy import lazy_names
 
 if TYPE_CHECKING:
     from lmcache_compat.core.adapter import ConnectorAdapter
@@ -62,21 +64,6 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmcache_compat' has no attribute {name!r}")
-    import importlib  # lazy: import lmcache_compat stays light (PEP 562)
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
 __version__ = "0.1.0"
 
 __all__ = [
@@ -108,3 +95,5 @@ __all__ = [
     "parse_version",
     "probe",
 ]
+
+__getattr__, __dir__ = lazy_names("lmcache_compat", _LAZY, globals(), __all__)

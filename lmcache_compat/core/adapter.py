@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lmcache_compat.core.arguments import Allow
 from lmcache_compat.core.binding import (
     Binding,
     Options,
@@ -38,6 +39,8 @@ class BoundAdapter:
     capabilities: Capabilities
     lmcache_version: str | None
     strict: bool
+    #: The arguments the caller allows an adapter to drop where the release lacks them.
+    allow: Allow
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -45,9 +48,28 @@ class BoundAdapter:
         if role is not None:  # a concrete adapter: the catalog's fallbacks, as plain methods
             install_fallbacks(cls, role)
 
-    def _take(self, binding: Binding) -> Binding:
-        """Store what :func:`~lmcache_compat.core.binding.bind` decided (once, at
-        construction)."""
+    def _bind(
+        self,
+        target: object,
+        require: Iterable[Capability | str] | Capability | str,
+        strict: bool,
+        allow: Iterable[str] | str | bool = (),
+        *,
+        core: Iterable[str] | None = None,
+        raise_absent: Iterable[Capability] = (),
+    ) -> Binding:
+        """Normalise the constructor's options, let :func:`~lmcache_compat.core.binding.bind`
+        decide, and store what it decided (once, at construction)."""
+        options = Options.of(require, strict, allow)
+        binding = bind(
+            target,
+            self.role,
+            options,
+            adapter=type(self).__name__,
+            core=core,
+            raise_absent=raise_absent,
+        )
+        self.allow = options.allow
         self.target = binding.target
         self.capabilities = binding.capabilities
         self.lmcache_version = binding.lmcache_version
@@ -109,8 +131,7 @@ class ConnectorAdapter(BoundAdapter):
         require: Iterable[Capability | str] | Capability | str = (),
         strict: bool = False,
     ) -> None:
-        options = Options.of(require, strict)
-        self._take(bind(engine, self.role, options, adapter=type(self).__name__))
+        self._bind(engine, require, strict)
 
     @property
     def engine(self) -> Any:

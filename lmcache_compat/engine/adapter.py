@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 
 from lmcache_compat.core.adapter import BoundAdapter
 from lmcache_compat.core.arguments import Downgrades, normalise_allow
-from lmcache_compat.core.binding import Options, bind, missing_error
+from lmcache_compat.core.binding import missing_error
 from lmcache_compat.core.catalog import Capability, fallback_table
 from lmcache_compat.core.roles import ENGINE
 from lmcache_compat.core.signatures import facts_of
@@ -50,7 +50,6 @@ class EngineAdapter(BoundAdapter):
     freeze: Callable[[bool], None]
     is_frozen: Callable[[], bool]
     #: The argument downgrades the caller accepted (``True``: all).
-    allow: frozenset[str] | bool
 
     def __init__(
         self,
@@ -60,18 +59,14 @@ class EngineAdapter(BoundAdapter):
         strict: bool = False,
         allow: Iterable[str] | str | bool = (),
     ) -> None:
-        options = Options.of(require, strict, allow)
-        binding = self._take(
-            bind(
-                engine,
-                self.role,
-                options,
-                adapter=type(self).__name__,
-                core=("store", "retrieve", "close"),
-                raise_absent=(Capability.ENGINE_FREEZE,),
-            )
+        binding = self._bind(
+            engine,
+            require,
+            strict,
+            allow,
+            core=("store", "retrieve", "close"),
+            raise_absent=(Capability.ENGINE_FREEZE,),
         )
-        self.allow = options.allow
         target, caps, surface = binding.target, binding.capabilities, binding.facts.surface
         downgrades = binding.downgrades("lookup")
         self.lookup = engine_lookup(target.lookup, surface["lookup"], downgrades)

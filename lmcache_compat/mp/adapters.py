@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 from lmcache_compat.core.adapter import BoundAdapter
 from lmcache_compat.core.arguments import Downgrades, normalise_allow
-from lmcache_compat.core.binding import Options, bind, property_getter
+from lmcache_compat.core.binding import property_getter
 from lmcache_compat.core.catalog import Capability, fallback_table
 from lmcache_compat.core.probes import facts_for_class
 from lmcache_compat.core.roles import MP_SCHEDULER, MP_WORKER
@@ -128,7 +128,6 @@ class _MPAdapter(BoundAdapter):
     servers: dict[str, str | None]
 
     #: The argument downgrades the caller accepted (``True``: all).
-    allow: frozenset[str] | bool
 
     @classmethod
     def create(
@@ -220,12 +219,8 @@ class MPSchedulerAdapter(_MPAdapter):
         strict: bool = False,
         allow: Iterable[str] | str | bool = (),
     ) -> None:
-        options = Options.of(require, strict, allow)
         core = ("check_lookup_result", "cleanup_lookup_result", "num_blocks_per_chunk")
-        binding = self._take(
-            bind(target, self.role, options, adapter=type(self).__name__, core=core)
-        )
-        self.allow = options.allow
+        binding = self._bind(target, require, strict, allow, core=core)
         self.servers = {}
         caps, engine = binding.capabilities, binding.engine
         if Capability.MP_HEALTH_CHECK in caps:
@@ -299,18 +294,14 @@ class MPWorkerAdapter(_MPAdapter):
         allow: Iterable[str] | str | bool = (),
         load_store_op: type | None = None,
     ) -> None:
-        options = Options.of(require, strict, allow)
-        binding = self._take(
-            bind(
-                target,
-                self.role,
-                options,
-                adapter=type(self).__name__,
-                core=("get_finished", "num_blocks_per_chunk", "shutdown"),
-                raise_absent=(Capability.MP_LAZY_OFFLOAD,),
-            )
+        binding = self._bind(
+            target,
+            require,
+            strict,
+            allow,
+            core=("get_finished", "num_blocks_per_chunk", "shutdown"),
+            raise_absent=(Capability.MP_LAZY_OFFLOAD,),
         )
-        self.allow = options.allow
         self.servers = {}
         engine = binding.engine
         self.register_kv_caches = register_kv_caches_call(

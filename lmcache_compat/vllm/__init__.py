@@ -21,8 +21,9 @@ Importing this package imports no vLLM: the connector module loads on first use 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from lmcache_compat._lazy import lazy_names
 from lmcache_compat.vllm.plugin import CONNECTOR_NAME, register
 
 if TYPE_CHECKING:
@@ -40,16 +41,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmcache_compat.vllm' has no attribute {name!r}")
-    import importlib  # lazy: the connector module imports vLLM
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names("lmcache_compat.vllm", _LAZY, globals(), __all__)
