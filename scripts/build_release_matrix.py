@@ -88,7 +88,7 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
         for j, key in enumerate(keys):
             comma = "," if j < len(keys) - 1 else ""
             value = row[key]
-            if key in ("properties", "modules") and value:
+            if key in ("properties", "modules", "reexported_at") and value:
                 lines.append(f"{json.dumps(key)}: {{")
                 classes = list(value)
                 for k, cls in enumerate(classes):
@@ -165,6 +165,8 @@ def main() -> int:
                 "surfaces": result["surfaces"],
                 "properties": result["properties"],
                 "details": result["details"],
+                # only where a release leaves a re-export at a known path
+                **({"reexported_at": result["reexported_at"]} if "reexported_at" in result else {}),
             }
         )
     write_matrix(rows)

@@ -58,15 +58,15 @@ def _module_of(cls: type) -> ModuleType | None:
     return sys.modules.get(cls.__dict__.get("__module__", ""))
 
 
-def _resolve_module(module: ModuleType | str | None, place: loc.Place) -> ModuleType:
-
+def _resolve_module(module: ModuleType | str | None, place: loc.Place) -> tuple[ModuleType, str]:
+    """The module holding ``place``'s class and the name it has there: the caller's module,
+    else the installed module that defines it (under a new name, if it was renamed)."""
     if isinstance(module, ModuleType):
-        return module
+        return module, place.name
     if module is not None:
-        return importlib.import_module(module)
-
-    dotted, _ = where(place)
-    return importlib.import_module(dotted)
+        return importlib.import_module(module), place.name
+    found = where(place)
+    return importlib.import_module(found.module), found.name
 
 
 def _takes_packed(found: TokenParameter | object) -> bool:
@@ -153,10 +153,10 @@ class _MPAdapter(BoundAdapter):
         be reached. A front end that does not report its release leaves it unknown.
         """
 
-        mod = _resolve_module(module, cls._PLACE)
-        adapter_cls = vars(mod).get(cls._PLACE.name)
+        mod, name = _resolve_module(module, cls._PLACE)
+        adapter_cls = vars(mod).get(name)
         if not isinstance(adapter_cls, type):
-            raise NotAnEngineError(f"{mod.__name__} has no {cls._PLACE.name} class")
+            raise NotAnEngineError(f"{mod.__name__} has no {name} class")
         version = version_or_none("lmcache")
         kwargs = mp_init_kwargs(
             adapter_cls,

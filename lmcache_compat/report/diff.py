@@ -38,6 +38,12 @@ class ChangeKind(enum.Enum):
         "LMCacheConnectorV1, kv_connector_module_path settings); finding it by name "
         "(lmcache-compat) still works",
     )
+    CLASS_MOVED_REEXPORTED = (
+        "class moved, old path re-exports it (deprecated)",
+        False,
+        "imports by the old module path keep working (the old module re-exports the class) "
+        "until the shim is removed; move imports to the new path",
+    )
     METHOD_ADDED = ("method added", False, "new API; nothing existing changes")
     METHOD_REMOVED = ("method removed", True, "calls raise AttributeError")
     MEMBER_KIND_CHANGED = (
@@ -128,6 +134,8 @@ class Change:
             return k.label
         if k is ChangeKind.CLASS_MOVED:
             return f"moved: {self.before} -> {self.after}"
+        if k is ChangeKind.CLASS_MOVED_REEXPORTED:
+            return f"moved: {self.before} -> {self.after} ({self.before} still re-exports it)"
         if k in (ChangeKind.METHOD_ADDED, ChangeKind.METHOD_REMOVED):
             return f"{k.label}: {self.member}"
         if k is ChangeKind.PARAMETER_RENAMED:
@@ -157,6 +165,8 @@ class ReleaseView:
     classes: Mapping[str, Mapping[str, MethodFacts]]
     modules: Mapping[str, str] = field(default_factory=dict)
     capabilities: Mapping[str, bool] = field(default_factory=dict)
+    #: class -> the modules that re-export it without defining it (deprecation shims).
+    reexported_at: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_scan(cls, result: ScanResult) -> ReleaseView:
@@ -165,11 +175,12 @@ class ReleaseView:
             result.classes,
             result.modules,
             result.capabilities,
+            result.reexported_at,
         )
 
     @classmethod
     def from_row(cls, row: ReleaseRow) -> ReleaseView:
-        return cls(row.version, row.classes(), row.modules, row.capabilities)
+        return cls(row.version, row.classes(), row.modules, row.capabilities, row.reexported_at)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReleaseView:
@@ -186,6 +197,7 @@ class ReleaseView:
             classes,
             data.get("modules", {}),
             data.get("capabilities", {}),
+            {k: tuple(v) for k, v in data.get("reexported_at", {}).items()},
         )
 
 
@@ -212,8 +224,12 @@ class ReleaseDiff:
                 entry["class_added"] = True
             elif c.kind is ChangeKind.CLASS_REMOVED:
                 entry["class_removed"] = True
-            elif c.kind is ChangeKind.CLASS_MOVED:
-                entry["moved"] = {"from": c.before, "to": c.after}
+            elif c.kind in (ChangeKind.CLASS_MOVED, ChangeKind.CLASS_MOVED_REEXPORTED):
+                entry["moved"] = {
+                    "from": c.before,
+                    "to": c.after,
+                    "old_path_reexports": c.kind is ChangeKind.CLASS_MOVED_REEXPORTED,
+                }
             elif c.kind is ChangeKind.METHOD_ADDED:
                 entry.setdefault("methods_added", []).append(c.member)
             elif c.kind is ChangeKind.METHOD_REMOVED:
@@ -248,9 +264,9 @@ class ReleaseDiff:
             for c in changes:
                 mark = "  [breaking]" if c.breaking else ""
                 lines.append(f"    {c.describe()}{mark}")
-            moved = [c for c in changes if c.kind is ChangeKind.CLASS_MOVED]
-            if moved:
-                lines.append(f"      ({ChangeKind.CLASS_MOVED.explanation})")
+            for kind in (ChangeKind.CLASS_MOVED, ChangeKind.CLASS_MOVED_REEXPORTED):
+                if any(c.kind is kind for c in changes):
+                    lines.append(f"      ({kind.explanation})")
         if not self.changes:
             lines.append("  no differences in the scanned surfaces")
         return "\n".join(lines)
@@ -373,7 +389,9 @@ def diff_releases(old: ReleaseView, new: ReleaseView) -> ReleaseDiff:
             continue
         ma, mb = old.modules.get(cls), new.modules.get(cls)
         if ma and mb and ma != mb:
-            changes.append(Change(ChangeKind.CLASS_MOVED, cls, None, None, ma, mb))
+            shim = ma in new.reexported_at.get(cls, ())
+            kind = ChangeKind.CLASS_MOVED_REEXPORTED if shim else ChangeKind.CLASS_MOVED
+            changes.append(Change(kind, cls, None, None, ma, mb))
         for name in sorted(set(b) - set(a)):
             if b[name].kind == "method":
                 changes.append(Change(ChangeKind.METHOD_ADDED, cls, name))

@@ -386,7 +386,7 @@ def _compat_engine(lmcache_raw: str | None) -> CompatEngine:
         return CompatEngine(False, error="LMCache is not installed")
     clear_find_cache()
     try:
-        module, how = where(loc.CONNECTOR_IMPL)
+        module, how, _ = where(loc.CONNECTOR_IMPL)
     except AmbiguousLocationError as exc:
         return CompatEngine(False, error=" ".join(str(exc).split()), candidates=exc.candidates)
     except LMCacheCompatError as exc:
@@ -458,7 +458,7 @@ def _vllm_import_check(
 def _vllm_connector_imports() -> list[str] | None:
     """The ``lmcache`` modules vLLM's installed ``lmcache_connector.py`` imports (any depth)."""
     try:
-        dotted, _ = where(loc.VLLM_LMCACHE_CONNECTOR)
+        dotted = where(loc.VLLM_LMCACHE_CONNECTOR).module
         root = package_root(loc.VLLM)
         if root is None:
             return None

@@ -16,7 +16,7 @@ import io
 import re
 import tokenize
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lmcache_compat.core.signatures import DEFAULT, MethodFacts, make_signature
@@ -99,6 +99,17 @@ class Module:
     classes: dict[str, ast.ClassDef]
     functions: set[str]
     imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
+    #: Module-level ``Old = New`` / ``Old = module.New`` (a rename that keeps an alias).
+    aliases: dict[str, ast.expr] = field(default_factory=dict)
+    #: The modules of ``from x import *`` (a move that leaves a re-export behind), in order.
+    stars: list[str] = field(default_factory=list)
+    #: A literal ``__all__``: what ``from <this> import *`` exports (``None``: no ``__all__``,
+    #: every public name).
+    exports: frozenset[str] | None = None
+
+    def star_exports(self, name: str) -> bool:
+        """Whether ``from <this module> import *`` binds ``name``."""
+        return name in self.exports if self.exports is not None else not name.startswith("_")
 
 
 def top_level(body: list[ast.stmt], limit: int = 100_000) -> Iterator[ast.stmt]:
@@ -157,11 +168,25 @@ class Index:
         classes: dict[str, ast.ClassDef] = {}
         functions: set[str] = set()
         imports: dict[str, tuple[str, str | None]] = {}
+        aliases: dict[str, ast.expr] = {}
+        stars: list[str] = []
+        exports: set[str] | None = None
         for node in top_level(tree.body):
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 functions.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names = [t.id for t in targets if isinstance(t, ast.Name)]
+                if "__all__" in names:
+                    listed = _literal_names(node.value)
+                    if isinstance(node, ast.AugAssign) and exports is not None:
+                        exports = None if listed is None else exports | listed
+                    else:
+                        exports = listed
+                elif len(names) == 1 and _dotted_name(node.value) is not None:
+                    aliases[names[0]] = node.value
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     keep = len(package_parts) - (node.level - 1)
@@ -172,7 +197,10 @@ class Index:
                 else:
                     source = node.module or ""
                 for alias in node.names:
-                    imports[alias.asname or alias.name] = (source, alias.name)
+                    if alias.name == "*":
+                        stars.append(source)
+                    else:
+                        imports[alias.asname or alias.name] = (source, alias.name)
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.asname:
@@ -180,7 +208,27 @@ class Index:
                     else:
                         top = alias.name.split(".")[0]
                         imports[top] = (top, None)
-        return Module(relpath, dotted, classes, functions, imports)
+        frozen = None if exports is None else frozenset(exports)
+        return Module(relpath, dotted, classes, functions, imports, aliases, stars, frozen)
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    """``a`` or ``a.b.c`` (a name an alias can refer to), else ``None``."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _literal_names(node: ast.expr) -> set[str] | None:
+    """The strings of a literal list or tuple (``__all__``), else ``None`` (not readable)."""
+    if not isinstance(node, (ast.List, ast.Tuple)):
+        return None
+    names = {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return names if len(names) == len(node.elts) else None
 
 
 _PROPERTIES = {"property", "cached_property", "abstractproperty"}
@@ -280,28 +328,44 @@ class ClassReader:
     def resolve(
         self, module: Module, name: str, depth: int = 0
     ) -> tuple[Module, ast.ClassDef] | None:
-        """Find class ``name`` as seen from ``module`` (defined there or imported from the same
-        package), following re-exports."""
+        """Find class ``name`` as seen from ``module``: defined there, bound by an alias
+        (``Old = New``), imported from the same package, or re-exported by ``from x import *``
+        (honouring a literal ``__all__``); each step within the package, at most 20 deep."""
         if depth > 20:
             return None
         if name in module.classes:
             return module, module.classes[name]
+        alias = module.aliases.get(name)
+        if alias is not None:
+            return self._resolve_expr(module, alias, depth + 1)
         origin = module.imports.get(name)
-        if origin is None:
-            return None
-        source, attr = origin
-        if attr is None or not self.in_package(source):
-            return None
-        target = self.index.module_by_dotted(source)
-        if target is None:  # ``from pkg import submodule``: not a class
-            return None
-        return self.resolve(target, attr, depth + 1)
+        if origin is not None:
+            source, attr = origin
+            if attr is None or not self.in_package(source):
+                return None
+            target = self.index.module_by_dotted(source)
+            if target is None:  # ``from pkg import submodule``: not a class
+                return None
+            return self.resolve(target, attr, depth + 1)
+        for source in module.stars:
+            if not self.in_package(source):
+                continue
+            target = self.index.module_by_dotted(source)
+            if target is not None and target is not module and target.star_exports(name):
+                hit = self.resolve(target, name, depth + 1)
+                if hit is not None:
+                    return hit
+        return None
 
-    def _resolve_base(self, module: Module, expr: ast.expr) -> tuple[Module, ast.ClassDef] | None:
+    def _resolve_expr(
+        self, module: Module, expr: ast.expr, depth: int = 0
+    ) -> tuple[Module, ast.ClassDef] | None:
+        """The class a name (``X``) or an attribute of an imported module (``mod.X``) refers
+        to, as seen from ``module``."""
         if isinstance(expr, ast.Subscript):
             expr = expr.value
         if isinstance(expr, ast.Name):
-            return self.resolve(module, expr.id)
+            return self.resolve(module, expr.id, depth)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             origin = module.imports.get(expr.value.id)
             if origin is None:
@@ -311,7 +375,7 @@ class ClassReader:
             if not self.in_package(dotted):
                 return None
             target = self.index.module_by_dotted(dotted)
-            return None if target is None else self.resolve(target, expr.attr)
+            return None if target is None else self.resolve(target, expr.attr, depth + 1)
         return None
 
     def info(self, module: Module, cls: ast.ClassDef) -> ClassInfo:
@@ -336,7 +400,7 @@ class ClassReader:
         external: dict[str, None] = {}
         base_is_dataclass = False
         for base in reversed(cls.bases):
-            found = self._resolve_base(module, base)
+            found = self._resolve_expr(module, base)
             if found is None:
                 text = ast.unparse(base)
                 if text not in _IGNORED_BASES and not text.startswith(("Generic[", "Protocol[")):

@@ -46,6 +46,9 @@ class ReleaseRow:
     properties: Mapping[str, list[str]] = field(default_factory=dict)
     #: class -> the dotted module that defines it.
     modules: Mapping[str, str] = field(default_factory=dict)
+    #: class -> its known modules that re-export it without defining it (only where a
+    #: release has such a shim).
+    reexported_at: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReleaseRow:
@@ -59,6 +62,7 @@ class ReleaseRow:
             missing_classes=tuple(data.get("missing_classes", ())),
             properties=data.get("properties", {}),
             modules=data.get("modules", {}),
+            reexported_at={k: tuple(v) for k, v in data.get("reexported_at", {}).items()},
         )
 
     @property
@@ -88,7 +92,7 @@ class ReleaseRow:
     def scan_json(self) -> dict[str, Any]:
         """The part of ``scan --json`` this row records (everything but ``source`` and
         ``found_by``)."""
-        return {
+        out = {
             "lmcache_version": self.version,
             "capabilities": dict(self.capabilities),
             "modules": dict(self.modules),
@@ -97,6 +101,9 @@ class ReleaseRow:
             "details": {k: dict(v) for k, v in self.details.items()},
             "missing_classes": list(self.missing_classes),
         }
+        if self.reexported_at:
+            out["reexported_at"] = {k: list(v) for k, v in self.reexported_at.items()}
+        return out
 
 
 class ReleaseMatrix:

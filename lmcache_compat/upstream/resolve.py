@@ -22,7 +22,7 @@ import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lmcache_compat.core.roles import role_named
 from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNotFoundError
@@ -33,6 +33,7 @@ from lmcache_compat.upstream.locations import Place, module_file
 from lmcache_compat.versions import version_or_none
 
 __all__ = [
+    "Where",
     "clear_find_cache",
     "find",
     "identifying_members",
@@ -57,17 +58,24 @@ def _under(relpath: str, dotted: str) -> bool:
 
 def _known(
     index: Index, reader: ClassReader, place: Place
-) -> tuple[Module, ast.ClassDef, str] | None:
+) -> tuple[tuple[Module, ast.ClassDef, str] | None, tuple[str, ...]]:
+    """The first of ``place``'s known modules that provides it (defining it, or re-exporting
+    it from elsewhere in the package), and every known module that re-exports that definition
+    without defining it (a deprecation shim left at an old path)."""
+    first: tuple[Module, ast.ClassDef, str] | None = None
+    shims: list[str] = []
     for dotted in place.modules:
-        module = index.module(module_file(dotted))
-        if module is None:
-            module = index.module(module_file(dotted + ".__init__"))
+        module = index.module_by_dotted(dotted)
         if module is None:
             continue
         hit = reader.resolve(module, place.name)
-        if hit is not None:
-            return (*hit, "known")
-    return None
+        if hit is None or (first is not None and hit[1] is not first[1]):
+            continue
+        if first is None:
+            first = (*hit, "known")
+        if hit[0] is not module:
+            shims.append(dotted)
+    return first, tuple(shims)
 
 
 def _matches(reader: ClassReader, module: Module, node: ast.ClassDef, place: Place) -> bool:
@@ -87,6 +95,8 @@ class Located:
     found: dict[str, tuple[Module, ast.ClassDef, str]]
     #: class name -> the dotted modules of the matching candidates (none was chosen).
     ambiguous: dict[str, tuple[str, ...]]
+    #: class name -> its known modules that re-export it without defining it.
+    reexported: dict[str, tuple[str, ...]]
 
     def error(self, description: str, place: Place) -> AmbiguousLocationError:
         return AmbiguousLocationError(
@@ -101,17 +111,20 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
     """Each class place found (at a known path, else by name), and the ambiguous ones."""
     found: dict[str, tuple[Module, ast.ClassDef, str]] = {}
     ambiguous: dict[str, tuple[str, ...]] = {}
+    reexported: dict[str, tuple[str, ...]] = {}
     missing: list[Place] = []
     for place in places:
         if place.kind != "class":
             continue
-        hit = _known(index, reader, place)
+        hit, shims = _known(index, reader, place)
         if hit is None:
             missing.append(place)
         else:
             found[place.name] = hit
+        if shims:
+            reexported[place.name] = shims
     if not missing:
-        return Located(found, ambiguous)
+        return Located(found, ambiguous, reexported)
     names = sorted({p.name for p in missing})
     pattern = re.compile(
         rb"^[ \t]*class[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b",
@@ -143,16 +156,27 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
         elif matching:
             module, node = matching[0]
             found[place.name] = (module, node, "search")
-    return Located(found, ambiguous)
+    return Located(found, ambiguous, reexported)
 
 
 # --- run time -------------------------------------------------------------------------------------
 
 
+class Where(NamedTuple):
+    """Where a place is defined in the importable package."""
+
+    #: The dotted module that defines it.
+    module: str
+    #: ``"known"`` (reached from one of its known modules) or ``"search"`` (found by name).
+    how: str
+    #: The name it is defined under there (a renamed class keeps its old name as an alias).
+    name: str
+
+
 @functools.cache
-def where(place: Place) -> tuple[str, str]:
-    """``(dotted module, "known" | "search")`` of ``place`` in the importable package, read
-    from its files (nothing imported). Cached; :func:`clear_find_cache` forgets."""
+def where(place: Place) -> Where:
+    """The module defining ``place`` in the importable package, read from its files (nothing
+    imported). Cached; :func:`clear_find_cache` forgets."""
     root = package_root(place.package)
     if root is None:
         raise UpstreamNotFoundError(
@@ -165,7 +189,7 @@ def where(place: Place) -> tuple[str, str]:
             for dotted in place.modules:
                 module = index.module(module_file(dotted))
                 if module is not None and place.name in module.functions:
-                    return dotted, "known"
+                    return Where(dotted, "known", place.name)
             raise _not_found(place, root)
         try:
             located = locate_all(index, ClassReader(index), (place,))
@@ -176,7 +200,7 @@ def where(place: Place) -> tuple[str, str]:
         hit = located.found.get(place.name)
     if hit is None:
         raise _not_found(place, root)
-    return hit[0].dotted, hit[2]
+    return Where(hit[0].dotted, hit[2], hit[1].name)
 
 
 def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
@@ -195,14 +219,14 @@ def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
 def static_members(place: Place) -> frozenset[str]:
     """The member names of class ``place`` in the importable package (bases in the package
     included), read from its files: nothing imported. Cached with :func:`where`."""
-    dotted, _ = where(place)
+    found = where(place)
     root = package_root(place.package)
     assert root is not None  # where() found it
     with directory_tree(root, place.package, Meter()) as tree:
         index = Index(tree)
         reader = ClassReader(index)
-        module = index.module_by_dotted(dotted)
-        hit = None if module is None else reader.resolve(module, place.name)
+        module = index.module_by_dotted(found.module)
+        hit = None if module is None else reader.resolve(module, found.name)
         if hit is None:
             raise _not_found(place, root)
         return frozenset(reader.info(*hit).methods)
@@ -212,12 +236,12 @@ def find(place: Place) -> Any:
     """The upstream class (or function) of ``place``: located statically, then only its
     defining module is imported. Errors importing that module propagate unchanged."""
 
-    dotted, _ = where(place)
-    module = importlib.import_module(dotted)
-    value = vars(module).get(place.name)
+    found = where(place)
+    module = importlib.import_module(found.module)
+    value = vars(module).get(found.name)
     if value is None:
         raise UpstreamNotFoundError(
-            f"{dotted} defines {place.name} in its source, but not once imported"
+            f"{found.module} defines {found.name} in its source, but not once imported"
         )
     return value
 

@@ -46,6 +46,9 @@ class ScanResult:
     external_bases: dict[str, list[str]] = field(default_factory=dict)
     #: class -> the modules of the several definitions that match it (none was chosen).
     ambiguous: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: class -> its known modules that still provide it by re-exporting it from where it is
+    #: now defined (``from new import *``, an explicit import, or an alias): deprecation shims.
+    reexported_at: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def lmcache_version(self) -> str | None:
@@ -109,6 +112,8 @@ class ScanResult:
         data["external_bases"] = {k: v for k, v in sorted(self.external_bases.items()) if v}
         if self.ambiguous:  # absent from a release matrix row: no real release has it
             data["ambiguous"] = {k: list(v) for k, v in sorted(self.ambiguous.items())}
+        if self.reexported_at:  # in a matrix row only where a release has such a shim
+            data["reexported_at"] = {k: list(v) for k, v in sorted(self.reexported_at.items())}
         undecided_caps = self.undecided
         if undecided_caps:
             data["undecided"] = dict(sorted(undecided_caps.items()))
@@ -123,6 +128,7 @@ def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCAN
     try:
         located = locate_all(index, reader, places)
         result.ambiguous.update(located.ambiguous)
+        result.reexported_at.update(located.reexported)
         for place in places:
             found = located.found.get(place.name)
             if found is None:

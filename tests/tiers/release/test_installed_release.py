@@ -62,6 +62,7 @@ def test_scan_equals_the_shipped_row(row) -> None:  # type: ignore[no-untyped-de
     )
     for key in keys:
         assert data[key] == expected[key], key
+    assert data.get("reexported_at", {}) == expected.get("reexported_at", {})
 
 
 def test_installed_version_is_right(row) -> None:  # type: ignore[no-untyped-def]
