@@ -10,14 +10,19 @@ Used by :meth:`MPSchedulerAdapter.create <lmcache_compat.mp.MPSchedulerAdapter.c
 ``MPWorkerAdapter.create`` when ``MPConfig.http_urls`` names the front ends (a mismatch raises
 :class:`~lmcache_compat.errors.MPVersionMismatchError` before anything connects), by ``doctor
 --mp-server URL``, and to word the error a failed exchange raises. Only the standard library
-(``urllib``) is used, with a short timeout, at construction or on request: never on a call path.
+(``http.client``) is used, with a short deadline for the whole exchange, at construction or on
+request: never on a call path. Proxy settings are not used: the front end is the server's own.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
-import urllib.error
-import urllib.request
+import socket
+import threading
+import time
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from http.client import HTTPException
@@ -41,7 +46,7 @@ __all__ = [
 
 #: The HTTP front end's route that answers the server's LMCache release (a JSON string).
 ROUTE = "/lmc_version"
-#: Seconds to wait for a front end (connect and read); it answers from memory.
+#: Seconds one exchange with a front end may take in total; it answers from memory.
 HTTP_TIMEOUT = 2.0
 _MAX_BODY = 4096
 _SCHEMES = ("http://", "https://")
@@ -60,34 +65,84 @@ def _route_url(http_url: str) -> str:
     return http_url.rstrip("/") + ROUTE
 
 
+class _Deadline(Exception):
+    """The whole exchange took longer than its deadline."""
+
+
+def _get(url: str, timeout: float) -> tuple[int, bytes]:
+    """``GET url``: the status and at most ``_MAX_BODY + 1`` bytes of the body, within
+    ``timeout`` seconds for the whole exchange (connect, request, headers, body), not per read:
+    a server that trickles bytes is cut off at the deadline (a watchdog shuts the socket)."""
+    parts = urllib.parse.urlsplit(url)
+    conn_cls = (
+        http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    )
+    deadline = time.monotonic() + timeout
+    conn = conn_cls(parts.hostname or "", parts.port, timeout=timeout)
+    fired = threading.Event()
+
+    def cut() -> None:
+        fired.set()
+        sock = conn.sock
+        if sock is not None:
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked read at once
+
+    watchdog = threading.Timer(timeout, cut)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        conn.request("GET", parts.path or "/", headers={"Accept": "application/json"})
+        response = conn.getresponse()
+        body = response.read(_MAX_BODY + 1)
+        status = response.status
+    except (HTTPException, OSError, ValueError):
+        if fired.is_set() or time.monotonic() >= deadline:
+            raise _Deadline from None
+        raise
+    finally:
+        watchdog.cancel()
+        conn.close()
+    if fired.is_set():
+        raise _Deadline
+    return status, body
+
+
 def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None:
     """The LMCache release the server behind ``http_url`` reports, or ``None`` when its front end
     has no such route (404) or reports no version (an empty string).
 
-    Raises :class:`MPServerError` when the front end cannot be reached within ``timeout`` seconds
-    or answers something that is not a release string.
+    Raises :class:`MPServerError` when the front end cannot be reached, or does not complete
+    the exchange, within ``timeout`` seconds in total, or answers something that is not a
+    release string.
     """
 
     url = _route_url(http_url)
-    request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    hint = (
+        "HINT: give the server's --http-host/--http-port as http://HOST:PORT, or leave "
+        "http_urls out to skip the release check"
+    )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read(_MAX_BODY + 1)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
+        status, body = _get(url, timeout)
+    except _Deadline:
         raise MPServerError(
-            f"the LMCache MP HTTP front end at {http_url} answered GET {ROUTE} with HTTP "
-            f"{exc.code}; its release cannot be read"
+            f"the LMCache MP HTTP front end at {http_url} did not answer GET {ROUTE} within "
+            f"{timeout:g} s (the deadline covers the whole exchange; a server that sends its "
+            f"answer a few bytes at a time is cut off).\n{hint}"
         ) from None
-    except (urllib.error.URLError, HTTPException, OSError, ValueError) as exc:
+    except (HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise MPServerError(
             f"cannot reach the LMCache MP HTTP front end at {http_url} within {timeout:g} s "
-            f"({type(exc).__name__}: {reason}) to read its release.\n"
-            "HINT: give the server's --http-host/--http-port as http://HOST:PORT, or leave "
-            "http_urls out to skip the release check"
+            f"({type(exc).__name__}: {reason}) to read its release.\n{hint}"
         ) from None
+    if status == 404:
+        return None
+    if status != 200:
+        raise MPServerError(
+            f"the LMCache MP HTTP front end at {http_url} answered GET {ROUTE} with HTTP "
+            f"{status}; its release cannot be read"
+        )
     if len(body) > _MAX_BODY:
         raise MPServerError(f"{url} answered more than {_MAX_BODY} bytes: not a release string")
     try:

@@ -419,3 +419,57 @@ def test_doctor_without_the_option_is_unchanged(capsys: pytest.CaptureFixture[st
 
     main(["doctor", "--json"])
     assert "mp_servers" not in json.loads(capsys.readouterr().out)
+
+
+class Trickler:
+    """A loopback server that answers an HTTP request one byte every ``gap`` seconds, for
+    ever (headers that never end)."""
+
+    def __init__(self, gap: float = 0.05) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.gap = gap
+        self.stop = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        with conn:
+            conn.recv(4096)
+            payload = b"HTTP/1.1 200 OK\r\n" + b"X-Slow: " + b"a" * 10_000
+            for i in range(len(payload)):
+                if self.stop.is_set():
+                    return
+                try:
+                    conn.sendall(payload[i : i + 1])
+                except OSError:
+                    return
+                time.sleep(self.gap)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+def test_a_trickling_front_end_is_cut_off_at_the_total_deadline() -> None:
+    """Every byte arrives well within the per-read timeout; the exchange as a whole may still
+    take no longer than the deadline (it used to last as long as the server kept trickling)."""
+    server = Trickler(gap=0.05)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(MPServerError, match="did not answer GET /lmc_version within 1 s"):
+            fetch_release(server.url, timeout=1.0)
+        elapsed = time.monotonic() - t0
+    finally:
+        server.close()
+    assert 0.9 <= elapsed < 3, elapsed
+
+
+def test_a_slow_but_complete_answer_within_the_deadline_is_read(front: FrontEnd) -> None:
+    front.release("0.5.7rc2")
+    assert fetch_release(front.url, timeout=5.0) == "0.5.7rc2"
