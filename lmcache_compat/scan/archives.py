@@ -168,6 +168,37 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
+#: Tar records whose whole content ``tarfile`` reads into memory before the member they
+#: describe (pax extended headers, GNU long names and links); a GNU sparse member's map of
+#: extension blocks is read the same way (and no sdist has sparse files).
+_HEADER_TYPES = frozenset(
+    {tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+     tarfile.GNUTYPE_LONGLINK}
+)  # fmt: skip
+
+
+def _bounded_tarinfo(limit: int, where: str) -> type[tarfile.TarInfo]:
+    """A ``TarInfo`` that refuses a header record over ``limit`` bytes (and sparse members)
+    from its header block, before ``tarfile`` reads the record's content."""
+
+    class BoundedTarInfo(tarfile.TarInfo):
+        # ``_proc_member`` is where tarfile (3.10-3.13 alike) dispatches on the type just read
+        # from the 512-byte header block, before it reads any content.
+        def _proc_member(self, tf: tarfile.TarFile) -> tarfile.TarInfo:
+            if self.type in _HEADER_TYPES and self.size > limit:
+                raise over(
+                    where,
+                    "header_bytes",
+                    limit,
+                    f"a {self.size}-byte tar header record (pax or GNU long name)",
+                )
+            if self.type == tarfile.GNUTYPE_SPARSE:
+                raise UnreadableArchiveError(f"{where}: a GNU sparse member {self.name!r}")
+            return super()._proc_member(tf)  # type: ignore[misc,no-any-return]
+
+    return BoundedTarInfo
+
+
 def open_sdist(path: Path, package: str, meter: Meter) -> SourceTree:
     where = str(path)
     budgets = meter.budgets
@@ -178,7 +209,8 @@ def open_sdist(path: Path, package: str, meter: Meter) -> SourceTree:
         with path.open("rb") as raw, gzip.GzipFile(fileobj=raw) as gz:
             counted = _CountingReader(cast(IO[bytes], gz), budgets.stream_bytes, where)
             stream = io.BufferedReader(counted)
-            with tarfile.open(fileobj=stream, mode="r|") as tf:
+            tarinfo = _bounded_tarinfo(budgets.header_bytes, where)
+            with tarfile.open(fileobj=stream, mode="r|", tarinfo=tarinfo) as tf:
                 for count, member in enumerate(_members(tf, where)):
                     if count >= budgets.members:
                         raise over(where, "members", budgets.members, "more than that many members")

@@ -35,6 +35,14 @@ class Budgets:
     #: Entries of an archive, and Python files of a package listed for a search.
     members: int = 100_000
     files: int = 20_000
+    #: A directory tree listed for a search: entries of every kind (files that are not Python,
+    #: directories, links) and directory depth below the package, counted while walking (a real
+    #: installed release has about 2,100 entries, 7 deep).
+    entries: int = 50_000
+    depth: int = 32
+    #: An sdist's pax extended header or GNU long-name record, refused before ``tarfile`` reads
+    #: it into memory (real ones are a few hundred bytes; a long path is under 4 KB).
+    header_bytes: int = 64 * 1024
     #: Package metadata (``METADATA``/``PKG-INFO``) bytes.
     metadata_bytes: int = 1024 * 1024
     #: Class bodies read (bases included) and sources parsed in one scan.

@@ -39,7 +39,10 @@ __all__ = [
 P = inspect.Parameter
 
 #: Source encodings a release may declare (PEP 263); anything else is refused, not guessed.
-ALLOWED_CODECS = frozenset({"utf-8", "ascii", "latin-1", "iso8859-1", "cp1252", "iso8859-15"})
+#: ``utf-8-sig``: a file that starts with a UTF-8 byte order mark (Python reads it as UTF-8).
+ALLOWED_CODECS = frozenset(
+    {"utf-8", "utf-8-sig", "ascii", "latin-1", "iso8859-1", "cp1252", "iso8859-15"}
+)
 
 
 def decode_source(relpath: str, data: bytes, where: str) -> str:

@@ -194,22 +194,42 @@ class DirTree(SourceTree):
         return read_regular_file(path, self.meter.budgets.member_bytes, "member_bytes", where)
 
     def _python_files(self) -> Iterator[str]:
+        budgets = self.meter.budgets
         top = self.root / self.package
-        stack = [top]
+        stack: list[tuple[Path, int]] = [(top, 0)]
+        seen = 0
         while stack:
-            folder = stack.pop()
+            folder, depth = stack.pop()
+            names: list[tuple[str, bool]] = []
             try:
-                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+                with os.scandir(folder) as listing:
+                    for entry in listing:  # counted as read: a huge folder stops at the budget
+                        seen += 1
+                        if seen > budgets.entries:
+                            raise over(
+                                f"{self.root}: {self.package}/",
+                                "entries",
+                                budgets.entries,
+                                "too many directory entries to list",
+                            )
+                        names.append((entry.name, entry.is_dir(follow_symlinks=False)))
             except PermissionError:
                 raise UnreadableArchiveError(f"{folder}: permission denied") from None
             except OSError as exc:
-                raise UnreadableArchiveError(f"{folder}: {exc.strerror}") from None
-            for entry in entries:
-                rel = os.path.relpath(entry.path, self.root).replace(os.sep, "/")
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-                elif entry.name.endswith(".py"):
-                    yield rel
+                raise UnreadableArchiveError(f"{folder}: {exc.strerror or exc}") from None
+            for name, is_dir in sorted(names):
+                path = folder / name
+                if is_dir:
+                    if depth + 1 > budgets.depth:
+                        raise over(
+                            f"{self.root}: {path.relative_to(self.root).as_posix()}",
+                            "depth",
+                            budgets.depth,
+                            "directories nested too deep",
+                        )
+                    stack.append((path, depth + 1))
+                elif name.endswith(".py"):
+                    yield path.relative_to(self.root).as_posix()
 
 
 # --- opening targets ------------------------------------------------------------------------------

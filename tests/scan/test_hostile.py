@@ -388,3 +388,125 @@ def test_source_budget_errors_are_source_errors() -> None:
     assert issubclass(SourceTooLargeError, InvalidSourceError)
     assert issubclass(BudgetExceededError, UnreadableArchiveError)
     assert sources_mod.BUDGETS.source_bytes >= 4 * 110_000  # the largest real module is 109 KB
+
+
+# --- directory walks: every entry counts, checked while walking -----------------------------
+
+
+class _CountingScandir:
+    """``os.scandir`` that counts the entries a walk takes from it."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self._real = os.scandir
+
+    def __call__(self, path: Any) -> Any:
+        listing = self._real(path)
+        counter = self
+
+        class Listing:
+            def __enter__(self) -> Iterator[os.DirEntry[str]]:
+                def entries() -> Iterator[os.DirEntry[str]]:
+                    for entry in listing:
+                        counter.taken += 1
+                        yield entry
+
+                return entries()
+
+            def __exit__(self, *exc: object) -> None:
+                listing.close()
+
+        return Listing()
+
+
+def test_stray_files_stop_a_search_at_the_entries_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files that are not Python count too (400k stray files took 16 s): the walk stops at the
+    budget, not after listing everything."""
+    root = make_tree(tmp_path / "src", {"lmcache/v1/other.py": "x = 1\n"})
+    stray = root / "lmcache" / "data"
+    stray.mkdir()
+    for i in range(3000):
+        (stray / f"f{i}.bin").touch()
+    monkeypatch.setattr(sources_mod, "BUDGETS", dataclasses.replace(BUDGETS, entries=1000))
+    counting = _CountingScandir()
+    monkeypatch.setattr(os, "scandir", counting)
+    _fails(root, 5, "scan budget entries=1000", capsys)
+    assert counting.taken <= 1002  # stopped while walking (the budget, plus the one over it)
+
+
+def test_deep_directories_stop_at_the_depth_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = make_tree(tmp_path / "src", {"lmcache/v1/other.py": "x = 1\n"})
+    deep = root / "lmcache"
+    for i in range(BUDGETS.depth + 2):
+        deep = deep / f"d{i}"
+    deep.mkdir(parents=True)
+    err = _fails(root, 5, f"scan budget depth={BUDGETS.depth}", capsys)
+    assert "directories nested too deep" in err
+
+
+def test_a_real_sized_tree_is_well_within_the_walk_budgets(tmp_path: Path) -> None:
+    # 0.5.7rc2 installed: about 2,100 entries, 7 deep
+    files = {f"lmcache/p{i // 100}/q/m{i}.py": "x = 1\n" for i in range(2100)}
+    files[V1] = ADAPTER_0_3_10_POST2
+    root = make_tree(tmp_path / "src", files)
+    assert BUDGETS.entries >= 20 * 2135 and BUDGETS.depth >= 4 * 7
+    assert scan(root).capabilities["kv_events"]
+
+
+# --- tar header records: bounded before tarfile reads them --------------------------------------
+
+
+def _sdist_with_header(
+    path: Path, *, pax: int = 0, long_name: int = 0, sparse: bool = False
+) -> Path:
+    import io
+    import tarfile
+
+    fmt = tarfile.GNU_FORMAT if long_name or sparse else tarfile.PAX_FORMAT
+    with tarfile.open(path, "w:gz", format=fmt) as tf:
+        data = metadata("lmcache", "0.3.0")
+        info = tarfile.TarInfo("lmcache-0.3.0/PKG-INFO")
+        info.size = len(data)
+        tf.addfile(info, io.BytesIO(data))
+        src = ADAPTER_0_3_10_POST2.encode()
+        name = f"lmcache-0.3.0/{V1}"
+        if long_name:
+            name = "lmcache-0.3.0/lmcache/" + "d/" * (long_name // 2) + "m.py"
+        info = tarfile.TarInfo(name)
+        info.size = len(src)
+        if pax:
+            info.pax_headers = {"comment": "x" * pax}
+        if sparse:
+            info.type = tarfile.GNUTYPE_SPARSE
+        tf.addfile(info, io.BytesIO(src))
+    return path
+
+
+def test_a_huge_pax_header_is_refused_before_it_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 150 MB pax header peaked at 552 MB; now the 512-byte header block that announces it is
+    enough to refuse it (the test uses 1 MB; the budget is 64 KiB)."""
+    sd = _sdist_with_header(tmp_path / "pax.tar.gz", pax=1 << 20)
+    err = _fails(sd, 5, f"scan budget header_bytes={BUDGETS.header_bytes}", capsys)
+    assert "tar header record" in err
+
+
+def test_a_huge_gnu_long_name_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sd = _sdist_with_header(tmp_path / "gnu.tar.gz", long_name=200_000)
+    _fails(sd, 5, "scan budget header_bytes=", capsys)
+
+
+def test_ordinary_pax_and_gnu_records_are_read(tmp_path: Path) -> None:
+    assert scan(_sdist_with_header(tmp_path / "a.tar.gz", pax=1000)).capabilities["kv_events"]
+    assert scan(_sdist_with_header(tmp_path / "b.tar.gz", long_name=300)).version == "0.3.0"
+
+
+def test_a_sparse_member_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(_sdist_with_header(tmp_path / "s.tar.gz", sparse=True), 5, "GNU sparse member", capsys)

@@ -377,6 +377,17 @@ def test_declared_encoding_is_honoured(tmp_path: Path) -> None:
     assert scan(whl).capabilities["shutdown"]
 
 
+def test_a_utf8_byte_order_mark_is_read_as_python_reads_it(tmp_path: Path) -> None:
+    """A module starting with a BOM was refused as "declares the source encoding utf-8-sig"."""
+    bom = b"\xef\xbb\xbf" + ADAPTER_0_3_10_POST2.encode()
+    assert scan(make_wheel(tmp_path / "b.whl", {V1: bom})).capabilities["kv_events"]
+    tree = make_tree(tmp_path / "src", {V1: bom})
+    assert scan(tree).modules["LMCacheConnectorV1Impl"].endswith("vllm_v1_adapter")
+    # with a coding line as well (PEP 263 allows both when they agree)
+    both = b"\xef\xbb\xbf# -*- coding: utf-8 -*-\n" + ADAPTER_0_3_10_POST2.encode()
+    assert scan(make_wheel(tmp_path / "c.whl", {V1: both})).capabilities["kv_events"]
+
+
 def test_syntax_error_names_file_and_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

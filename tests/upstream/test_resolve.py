@@ -146,3 +146,9 @@ def test_find_imports_a_renamed_class_from_where_it_is_defined(installed) -> Non
     cls = find(loc.CONNECTOR_IMPL)
     assert cls.__name__ == "LMCacheConnectorImpl" and cls.__module__ == "lmcache.v2.connector"
     assert "get_kv_events" in static_members(loc.CONNECTOR_IMPL)
+
+
+def test_the_connector_finds_an_engine_module_that_starts_with_a_bom(installed) -> None:  # type: ignore[no-untyped-def]
+    installed({V1: "\ufeff" + ADAPTER_0_3_10_POST2})
+    assert where(loc.CONNECTOR_IMPL).module == "lmcache.integration.vllm.vllm_v1_adapter"
+    assert find(loc.CONNECTOR_IMPL).__name__ == "LMCacheConnectorV1Impl"
