@@ -88,7 +88,10 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
         for j, key in enumerate(keys):
             comma = "," if j < len(keys) - 1 else ""
             value = row[key]
-            if key in ("properties", "modules", "reexported_at") and value:
+            if (
+                key in ("properties", "modules", "found_by", "external_bases", "reexported_at")
+                and value
+            ):
                 lines.append(f"{json.dumps(key)}: {{")
                 classes = list(value)
                 for k, cls in enumerate(classes):
@@ -161,10 +164,12 @@ def main() -> int:
                 "sha256": f["hashes"]["sha256"],
                 "capabilities": result["capabilities"],
                 "modules": result["modules"],
+                "found_by": result["found_by"],
                 "missing_classes": result["missing_classes"],
                 "surfaces": result["surfaces"],
                 "properties": result["properties"],
                 "details": result["details"],
+                "external_bases": result["external_bases"],
                 # only where a release leaves a re-export at a known path
                 **({"reexported_at": result["reexported_at"]} if "reexported_at" in result else {}),
             }

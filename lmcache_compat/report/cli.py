@@ -15,10 +15,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lmcache_compat import __version__
 from lmcache_compat.errors import (
@@ -35,7 +35,6 @@ from lmcache_compat.errors import (
 
 if TYPE_CHECKING:
     from lmcache_compat.report.diff import ReleaseView
-    from lmcache_compat.upstream.scanner import ScanResult
 
 __all__ = ["EXIT_STATUS", "STATUSES", "Status", "main"]
 
@@ -113,39 +112,47 @@ def _doctor(args: argparse.Namespace) -> int:
     return 1 if report.verdict == "broken" or mismatch else 0
 
 
-def _format_scan(result: ScanResult) -> str:
+def _format_scan(data: Mapping[str, Any]) -> str:
+    """The text of ``scan``, from its JSON (a scan's, or the shipped row's)."""
     lines = [
-        f"source:          {result.source}",
-        f"LMCache version: {result.lmcache_version or 'unknown'}",
+        f"source:          {data['source']}",
+        f"LMCache version: {data['lmcache_version'] or 'unknown'}",
     ]
-    if result.package != "lmcache":
-        lines.append(f"{result.package} version:    {result.version or 'unknown'}")
-    caps = result.capabilities
+    for key, value in data.items():  # vLLM's vendored copy: ``vllm_version``
+        if key.endswith("_version") and key != "lmcache_version":
+            package = key[: -len("_version")]
+            lines.append(f"{package} version:    {value or 'unknown'}")
+    caps: Mapping[str, bool] = data["capabilities"]
     lines.append(f"capabilities:    {', '.join(c for c, v in caps.items() if v) or 'none'}")
     lines.append(f"absent:          {', '.join(c for c, v in caps.items() if not v) or 'none'}")
-    if result.missing_classes:
-        lines.append(f"classes absent:  {', '.join(sorted(result.missing_classes))}")
-    for cls, methods in result.surfaces().items():
-        found = (
-            " (not at a known path: found by name)" if result.found_by.get(cls) == "search" else ""
-        )
-        lines.append(f"{cls}: in {result.modules.get(cls, '?')}{found}")
+    if data["missing_classes"]:
+        lines.append(f"classes absent:  {', '.join(sorted(data['missing_classes']))}")
+    for cls, methods in sorted(data["surfaces"].items()):
+        how = data["found_by"].get(cls)
+        found = " (not at a known path: found by name)" if how == "search" else ""
+        lines.append(f"{cls}: in {data['modules'].get(cls, '?')}{found}")
         lines.extend(f"  {m}({', '.join(params)})" for m, params in methods.items())
     return "\n".join(lines)
 
 
 def _scan(args: argparse.Namespace) -> int:
-    from lmcache_compat.upstream.scanner import scan  # lazy: start-up time
-
     native = args.vllm_native_path is not None
     target = args.target
     if native and args.vllm_native_path:
         target = args.vllm_native_path
-    result = scan(target, vllm_native=native)
+    data = None
+    if not native and not args.rescan:
+        from lmcache_compat.upstream.known import shipped_scan_json  # lazy: start-up time
+
+        data = shipped_scan_json(target)
+    if data is None:
+        from lmcache_compat.upstream.scanner import scan  # lazy: start-up time
+
+        data = scan(target, vllm_native=native).to_json()
     if args.json:
-        _print_json(result.to_json())
+        _print_json(data)
     else:
-        print(_format_scan(result))
+        print(_format_scan(data))
     return 0
 
 
@@ -292,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
         "installed vllm)",
     )
     scan.add_argument("--json", action="store_true", help="print one JSON object")
+    scan.add_argument(
+        "--rescan",
+        action="store_true",
+        help="read the files even when TARGET is an artifact the shipped matrix was built from "
+        "(its sha256 is a row's; then the answer is that row, and nothing is parsed)",
+    )
     scan.set_defaults(func=_scan)
 
     matrix = sub.add_parser("matrix", help="the shipped capabilities of every LMCache release")

@@ -21,7 +21,12 @@ from typing import IO, cast
 
 from lmcache_compat.errors import NotLMCacheError, ScanError, UnreadableArchiveError
 from lmcache_compat.scan.budgets import Meter, over
-from lmcache_compat.scan.sources import SourceTree, parse_metadata, require_project
+from lmcache_compat.scan.sources import (
+    SourceTree,
+    artifact_description,
+    parse_metadata,
+    require_project,
+)
 
 __all__ = ["open_sdist", "open_wheel"]
 
@@ -141,7 +146,9 @@ def open_wheel(path: Path, package: str, meter: Meter) -> SourceTree:
     except Exception as exc:  # BadZipFile, zlib.error, EOFError...: corrupt, one line
         zf.close()
         raise UnreadableArchiveError(f"{where}: corrupt member ({exc})") from None
-    return _ZipTree(f"wheel {path.name}", project, version, package, meter, zf=zf, members=members)
+    return _ZipTree(
+        artifact_description(path), project, version, package, meter, zf=zf, members=members
+    )
 
 
 class _CountingReader(io.RawIOBase):
@@ -242,7 +249,7 @@ def open_sdist(path: Path, package: str, meter: Meter) -> SourceTree:
     require_project(where, project, package, has_package=bool(files))
     prefix = root + "/"
     return _MemoryTree(
-        f"sdist {path.name}",
+        artifact_description(path),
         project,
         version,
         package,

@@ -19,10 +19,7 @@ import importlib.util
 import os
 import stat
 from collections.abc import Iterator
-from email.parser import HeaderParser
 from pathlib import Path
-
-from packaging.utils import canonicalize_name
 
 from lmcache_compat.errors import (
     BudgetExceededError,
@@ -37,6 +34,7 @@ __all__ = [
     "DirTree",
     "Meter",
     "SourceTree",
+    "artifact_description",
     "describe_mode",
     "directory_tree",
     "metadata_of_dir",
@@ -44,10 +42,12 @@ __all__ = [
     "parse_metadata",
     "read_regular_file",
     "require_project",
+    "sha256_of_regular_file",
 ]
 
 
 def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name  # lazy: a known artifact needs no names
 
     return str(canonicalize_name(name))
 
@@ -93,7 +93,41 @@ def read_regular_file(path: Path, limit: int, what: str, where: str | None = Non
     return data
 
 
+def sha256_of_regular_file(path: Path, limit: int) -> str:
+    """The hex sha256 of a regular file of at most ``limit`` bytes (read in chunks; never
+    blocking on a FIFO or a device; every OS error is one line)."""
+    import hashlib  # lazy: only a scan of a known artifact hashes
+
+    where = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise UnreadableArchiveError(f"{where}: cannot open ({exc.strerror or exc})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UnreadableArchiveError(f"{where}: {describe_mode(st.st_mode)}, not a file")
+        if st.st_size > limit:
+            raise over(where, "stream_bytes", limit, f"{st.st_size} bytes")
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise UnreadableArchiveError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
+def artifact_description(path: Path) -> str:
+    """How a scan names a wheel or an sdist (``wheel lmcache-0.5.6-....whl``)."""
+    return f"{'wheel' if path.name.endswith('.whl') else 'sdist'} {path.name}"
+
+
 def parse_metadata(raw: bytes) -> tuple[str | None, str | None]:
+    from email.parser import HeaderParser  # lazy: as in _canonical
+
     headers = HeaderParser().parsestr(raw.decode("utf-8", "replace"))
     return headers.get("Name"), headers.get("Version")
 

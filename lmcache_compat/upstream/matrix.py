@@ -13,15 +13,17 @@ import functools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import Version
 
-from lmcache_compat.core.catalog import Capability
-from lmcache_compat.core.signatures import MethodFacts, from_json
 from lmcache_compat.errors import DataFileError, NotInMatrixError
 from lmcache_compat.upstream.shipped import read_data
 from lmcache_compat.versions import parse_version
+
+if TYPE_CHECKING:
+    from lmcache_compat.core.catalog import Capability
+    from lmcache_compat.core.signatures import MethodFacts
 
 __all__ = [
     "ReleaseMatrix",
@@ -49,6 +51,10 @@ class ReleaseRow:
     #: class -> its known modules that re-export it without defining it (only where a
     #: release has such a shim).
     reexported_at: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: class -> how the scan found it (``"known"`` path or ``"search"`` by name).
+    found_by: Mapping[str, str] = field(default_factory=dict)
+    #: class -> its base classes outside the package (as the source names them).
+    external_bases: Mapping[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReleaseRow:
@@ -63,6 +69,8 @@ class ReleaseRow:
             properties=data.get("properties", {}),
             modules=data.get("modules", {}),
             reexported_at={k: tuple(v) for k, v in data.get("reexported_at", {}).items()},
+            found_by=data.get("found_by", {}),
+            external_bases=data.get("external_bases", {}),
         )
 
     @property
@@ -73,10 +81,14 @@ class ReleaseRow:
         return v.is_prerelease or v.is_devrelease
 
     def has(self, capability: Capability | str) -> bool:
+        from lmcache_compat.core.catalog import Capability  # lazy: scan answers from rows alone
+
         return bool(self.capabilities.get(Capability(capability).value, False))
 
     def facts(self, cls_name: str) -> dict[str, MethodFacts]:
         """The class's members as :class:`MethodFacts` (to build fakes or decide capabilities)."""
+        from lmcache_compat.core.signatures import MethodFacts, from_json  # lazy: as in has()
+
         details = self.details.get(cls_name, {})
         facts = {
             name: from_json(params, details.get(name))
@@ -89,17 +101,21 @@ class ReleaseRow:
     def classes(self) -> dict[str, dict[str, MethodFacts]]:
         return {cls: self.facts(cls) for cls in self.surfaces}
 
-    def scan_json(self) -> dict[str, Any]:
-        """The part of ``scan --json`` this row records (everything but ``source`` and
-        ``found_by``)."""
-        out = {
-            "lmcache_version": self.version,
+    def scan_json(self, source: str | None = None) -> dict[str, Any]:
+        """What ``scan --json`` says of this row's artifact, key for key (``source``: how the
+        scan names the artifact; without it, the key is left out)."""
+        out: dict[str, Any] = {"lmcache_version": self.version}
+        if source is not None:
+            out["source"] = source
+        out |= {
             "capabilities": dict(self.capabilities),
             "modules": dict(self.modules),
+            "found_by": dict(self.found_by),
             "surfaces": {k: dict(v) for k, v in self.surfaces.items()},
             "properties": {k: list(v) for k, v in self.properties.items()},
             "details": {k: dict(v) for k, v in self.details.items()},
             "missing_classes": list(self.missing_classes),
+            "external_bases": {k: list(v) for k, v in self.external_bases.items()},
         }
         if self.reexported_at:
             out["reexported_at"] = {k: list(v) for k, v in self.reexported_at.items()}
@@ -114,6 +130,7 @@ class ReleaseMatrix:
         self.rows = sorted(rows, key=lambda r: Version(r.version))
         self.meta = dict(meta or {})
         self._by_version = {Version(r.version): r for r in self.rows}
+        self._by_sha256 = {r.sha256: r for r in self.rows}
 
     @property
     def versions(self) -> list[str]:
@@ -135,6 +152,10 @@ class ReleaseMatrix:
                 f"LMCache {version} is not in the release matrix "
                 f"({self.versions[0]} ... {self.versions[-1]})"
             ) from None
+
+    def by_sha256(self, digest: str) -> ReleaseRow | None:
+        """The row whose artifact has this sha256 (the very file the row was scanned from)."""
+        return self._by_sha256.get(digest)
 
     def is_newer_than_all(self, version: str) -> bool:
         """Whether ``version`` is newer than every release of the matrix."""
