@@ -59,6 +59,8 @@ def test_scan_equals_the_shipped_row(row) -> None:  # type: ignore[no-untyped-de
         "details",
         "missing_classes",
         "modules",
+        "found_by",
+        "external_bases",
     )
     for key in keys:
         assert data[key] == expected[key], key
