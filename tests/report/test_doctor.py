@@ -131,3 +131,37 @@ def test_a_listed_release_is_not_called_newer(
         "prerelease": False,
     }
     assert not any("newer than" in n for n in report["notes"])
+
+
+def test_two_candidates_are_named_and_only_their_capabilities_go_unknown(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The connector class is at no known path and two modules define a matching one: doctor
+    names both (text and JSON), marks unknown only the capabilities that class decides, with
+    the reason, and keeps every other capability (the MP and engine ones here)."""
+    from tests.support.archives import ENGINE, ENGINE_0_3_10_POST2
+
+    make_tree(
+        site,
+        {
+            "lmcache/one/adapter.py": ADAPTER_0_3_10_POST2,
+            "lmcache/two/adapter.py": ADAPTER_0_3_10_POST2,
+            ENGINE: ENGINE_0_3_10_POST2,
+        },
+    )
+    _dist(site, "lmcache", "9.9.0")
+    _install_vllm(site)
+    _, report, text = _doctor(capsys)
+    candidates = ["lmcache.one.adapter", "lmcache.two.adapter"]
+    assert report["ambiguous"] == {"LMCacheConnectorV1Impl": candidates}
+    (own,) = [s for s in report["engine_sources"] if s["source"].startswith("LMCache")]
+    assert own["present"] is False and own["candidates"] == candidates
+    assert own["reason"]
+    by_name = {c["capability"]: c for c in report["capabilities"]}
+    unknown = {name for name, c in by_name.items() if c["present"] is None}
+    assert "kv_events" in unknown and "get_finished" in unknown
+    assert "ambiguous" in by_name["kv_events"]["unknown"]
+    assert by_name["engine_lookup_id"]["present"] is not None  # the engine class decides it
+    assert not any(n.startswith("mp_") for n in unknown)  # the ambiguity does not touch MP
+    for module in candidates:
+        assert module in text
