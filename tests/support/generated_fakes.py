@@ -4,9 +4,13 @@ of the adapters assume (``set_result`` on top of the one rule, never a second ru
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import types
 
+from lmcache_compat.core.probes import live_surface
 from lmcache_compat.core.roles import CONNECTOR
+from lmcache_compat.core.signatures import MethodFacts
 from lmcache_compat.testing.fakes import UNSET, Fake
 from lmcache_compat.testing.fakes import fake_module as _fake_module
 from lmcache_compat.upstream.matrix import ReleaseRow
@@ -17,6 +21,7 @@ __all__ = [
     "fake_from_row",
     "fake_module",
     "instantiate",
+    "live_facts",
 ]
 
 GeneratedEngine = Fake
@@ -37,3 +42,15 @@ def instantiate(cls: type[Fake]) -> Fake:
     """An instance without running the generated ``__init__``'s real-release arguments."""
     engine: Fake = cls.__new__(cls)
     return engine
+
+
+def live_facts(cls: type) -> dict[str, MethodFacts]:
+    """The live facts of a class (``inspect.signature`` of each member), a dataclass's
+    ``__init__`` read as the scanner records it: its fields, flagged ``dataclass``, no return."""
+    surface = live_surface(cls)
+    if dataclasses.is_dataclass(cls):
+        sig = surface["__init__"].signature
+        assert sig is not None
+        sig = sig.replace(return_annotation=inspect.Signature.empty)
+        surface["__init__"] = MethodFacts(sig, dataclass=True)
+    return surface

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import time
 
@@ -10,9 +9,7 @@ import pytest
 
 from lmcache_compat import ConnectorAdapter, probe
 from lmcache_compat.core.catalog import Capability, owned_by
-from lmcache_compat.core.probes import live_surface
 from lmcache_compat.core.roles import CONNECTOR, MP_SCHEDULER, role_named
-from lmcache_compat.core.signatures import MethodFacts
 from lmcache_compat.errors import LMCacheVersionError, NotInMatrixError
 from lmcache_compat.mp import MPSchedulerAdapter
 from lmcache_compat.testing import (
@@ -29,27 +26,17 @@ from lmcache_compat.testing import (
     unhealthy,
 )
 from lmcache_compat.upstream.matrix import load_matrix
+from tests.support.generated_fakes import live_facts
 
 MATRIX = load_matrix()
 PAIRS = [(r.version, n) for r in MATRIX.rows for n in r.surfaces]
-
-
-def _live(cls: type) -> dict[str, MethodFacts]:
-    """The live facts, a dataclass ``__init__`` read as the scanner records it (the fields)."""
-    surface = live_surface(cls)
-    if dataclasses.is_dataclass(cls):
-        sig = surface["__init__"].signature
-        assert sig is not None
-        sig = sig.replace(return_annotation=inspect.Signature.empty)
-        surface["__init__"] = MethodFacts(sig, dataclass=True)
-    return surface
 
 
 @pytest.mark.parametrize(("version", "name"), PAIRS)
 def test_fake_is_the_row(version: str, name: str) -> None:
     row = MATRIX.row(version)
     cls = fake_class(version, name)
-    assert _live(cls) == row.facts(name)
+    assert live_facts(cls) == row.facts(name)
     role = role_named(name)
     if role is not None:
         assert probe(cls).as_dict(role) == {c.value: row.has(c) for c in owned_by(role)}
