@@ -15,8 +15,8 @@ import pytest
 
 from lmcache_compat.core.catalog import Capability
 from lmcache_compat.upstream.matrix import load_matrix
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "connector"
 CONNECTOR = Path("src") / "example_connector" / "connector.py"
 
