@@ -15,7 +15,9 @@ Instances are test doubles (:class:`Fake`): they build with no arguments, record
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import keyword
 import struct
 import sys
@@ -179,11 +181,11 @@ def queue(fake: object, name: str, items: Any) -> None:
 
 def _param_source(params: list[str], detail: Mapping[str, Any]) -> tuple[str, str]:
     """(signature source without self, the call forwarding every parameter). Annotations are
-    the row's source text, kept as strings (never evaluated); defaults are the recorded
-    literal where the data has one, else :data:`UNSET`."""
+    the row's source text, kept as strings (never evaluated); every default is :data:`UNSET`,
+    so a call records only what the caller passed (:func:`_literals` then shows the release's
+    literal defaults in the signature)."""
     optional = set(detail.get("optional", ()))
     annotations: Mapping[str, str] = detail.get("annotations", {})
-    literals: Mapping[str, str] = detail.get("defaults", {})
     sig, call = [], []
     for token in params:
         name = token.lstrip("*")
@@ -191,7 +193,7 @@ def _param_source(params: list[str], detail: Mapping[str, Any]) -> tuple[str, st
             raise ValueError(f"release matrix: {token!r} is not a parameter name")
         text = f"{token}: {annotations[name]!r}" if name in annotations else token
         if token in optional:
-            text += f"={literals[name]}" if name in literals else "=UNSET"
+            text += "=UNSET"  # the recorded literal is shown by __signature__ (see _literals)
         sig.append(text)
         if token.startswith("**"):
             call.append(f"**{name}")
@@ -249,6 +251,23 @@ def _class_source(row: ReleaseRow, cls_name: str) -> list[str]:
     for name in row.properties.get(cls_name, ()):
         lines.append(f"    @property\n    def {name}(self):\n        return self._answer({name!r})")
     return lines
+
+
+def _literals(cls: type, row: ReleaseRow, cls_name: str) -> None:
+    """Give each generated method whose row records literal defaults a ``__signature__`` with
+    them (what ``inspect.signature`` and probes read): the release's exact signature, while
+    the function itself keeps :data:`UNSET` to tell what a caller passed."""
+    for name, detail in row.details.get(cls_name, {}).items():
+        literals: Mapping[str, str] = detail.get("defaults", {})
+        func = cls.__dict__.get(name)
+        if not literals or not isinstance(func, types.FunctionType):
+            continue
+        sig = inspect.signature(func)
+        params = [
+            p.replace(default=ast.literal_eval(literals[p.name])) if p.name in literals else p
+            for p in sig.parameters.values()
+        ]
+        func.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
 
 
 def _returns(row: ReleaseRow, cls_name: str) -> dict[str, str | None]:
@@ -324,6 +343,7 @@ def fake_module(release: str | ReleaseRow) -> types.ModuleType:
         if issubclass(cls, Fake):
             cls._release = row.version
             cls._returns = _returns(row, cls_name)
+            _literals(cls, row, cls_name)
     return module
 
 

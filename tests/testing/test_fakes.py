@@ -10,6 +10,7 @@ import pytest
 from lmcache_compat import ConnectorAdapter, probe
 from lmcache_compat.core.catalog import Capability, owned_by
 from lmcache_compat.core.roles import CONNECTOR, MP_SCHEDULER, role_named
+from lmcache_compat.core.signatures import to_json
 from lmcache_compat.errors import LMCacheVersionError, NotInMatrixError
 from lmcache_compat.mp import MPSchedulerAdapter
 from lmcache_compat.testing import (
@@ -36,7 +37,11 @@ PAIRS = [(r.version, n) for r in MATRIX.rows for n in r.surfaces]
 def test_fake_is_the_row(version: str, name: str) -> None:
     row = MATRIX.row(version)
     cls = fake_class(version, name)
-    assert live_facts(cls) == row.facts(name)
+    live = live_facts(cls)
+    assert live == row.facts(name)
+    # literal defaults too (facts compare only whether a default exists)
+    details = {m: to_json(f)[1] for m, f in live.items() if f.kind == "method"}
+    assert {m: d for m, d in details.items() if d} == dict(row.details.get(name, {}))
     role = role_named(name)
     if role is not None:
         assert probe(cls).as_dict(role) == {c.value: row.has(c) for c in owned_by(role)}
@@ -179,3 +184,12 @@ def test_mp_unhealthy_and_lost_reply(version: str) -> None:
     assert done.visible is has
     assert sched.check_lookup_result("r1") == (0 if has else None)
     assert has or "stays None" in done.note
+
+
+def test_literal_defaults_are_the_releases() -> None:
+    engine = fake_class("0.5.6", "LMCacheEngine")
+    lookup = inspect.signature(engine.lookup).parameters
+    assert lookup["pin"].default is False and lookup["search_range"].default is None
+    instance = fake("0.5.6", "LMCacheEngine")
+    instance.lookup([1])
+    assert instance.calls[-1].kwargs == {"tokens": [1]}  # only what the caller passed
