@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
 from lmcache_compat.report.releases import select
+from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree, metadata
+from tests.support.paths import ROOT
 
 pytest_plugins = ["pytester"]
 
@@ -69,3 +74,32 @@ def test_installed_without_lmcache_says_how_to_fix(pytester: pytest.Pytester) ->
     result = pytester.runpytest("-p", PLUGIN)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*LMCache is not installed*--lmcache-release=distinct*"])
+
+
+INSTALLED_TESTS = """
+def test_real_class(lmcache_release):
+    cls = lmcache_release.fake("LMCacheConnectorV1Impl")
+    assert cls.__module__ == "lmcache.integration.vllm.vllm_v1_adapter"
+    assert "Fake" not in [k.__name__ for k in cls.__mro__]
+    assert lmcache_release.version == "0.3.10.post2" and lmcache_release.installed
+    assert lmcache_release.has("kv_events") and not lmcache_release.has("register_kv_caches")
+
+def test_no_real_instance(lmcache_release):
+    lmcache_release.engine("LMCacheConnectorV1Impl")
+"""
+
+
+def test_installed_gives_the_real_classes(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With ``installed`` (the default) ``fake(name)`` is the installed release's own class,
+    found by lmcache_compat.upstream.resolve (here an LMCache-shaped tree on the path)."""
+    site = make_tree(tmp_path / "site", {V1: ADAPTER_0_3_10_POST2})
+    dist = site / "lmcache-0.3.10.post2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_bytes(metadata("lmcache", "0.3.10.post2"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT)]))
+    pytester.makepyfile(test_a=INSTALLED_TESTS)
+    result = pytester.runpytest_subprocess("-p", PLUGIN, "-rs")
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*LMCache 0.3.10.post2 is real here: no instance without vLLM*"])
