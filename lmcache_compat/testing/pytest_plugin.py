@@ -139,6 +139,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``lmcache_requires`` test must take the ``lmcache_release`` fixture (the marker is
+    read per release): one clear error instead of a marker that silently does nothing."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if item.get_closest_marker(MARKER) is not None and "lmcache_release" not in names:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.{MARKER} needs the lmcache_release fixture "
+                f"(fix: add a lmcache_release parameter to the test)"
+            )
+
+
 @pytest.fixture
 def lmcache_release(request: pytest.FixtureRequest) -> Release:
     """The LMCache release this run of the test is for."""

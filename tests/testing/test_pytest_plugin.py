@@ -69,6 +69,15 @@ def test_a_bad_spec_is_one_usage_line(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*closest known releases are 0.3.7 and 0.3.9*"])
 
 
+def test_the_marker_needs_the_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_a="import pytest\n@pytest.mark.lmcache_requires('kv_events')\ndef test_x(): pass\n"
+    )
+    result = pytester.runpytest("-p", PLUGIN, "--lmcache-release=all")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*lmcache_requires needs the lmcache_release fixture*"])
+
+
 def test_installed_without_lmcache_says_how_to_fix(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_a=TESTS)
     result = pytester.runpytest("-p", PLUGIN)
