@@ -28,14 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from packaging.version import Version
-
 from lmcache_compat.core.catalog import Capability
-from lmcache_compat.errors import NotInMatrixError
 from lmcache_compat.testing.shapes import empty_value
 from lmcache_compat.upstream.locations import PACK_TOKEN_IDS
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
-from lmcache_compat.versions import parse_version
 
 __all__ = [
     "UNSET",
@@ -290,21 +286,9 @@ def pack_tokens(token_ids: Any) -> bytes:
 
 def release_row(release: str) -> ReleaseRow:
     """The shipped row of ``release``; a version the data does not know is refused with
-    :class:`~lmcache_compat.errors.NotInMatrixError` naming the closest known releases."""
-    matrix = load_matrix()
-    try:
-        return matrix.row(release)
-    except NotInMatrixError:
-        pass
-    wanted = parse_version(release)
-    older = [v for v in matrix.versions if Version(v) < wanted]
-    newer = [v for v in matrix.versions if Version(v) > wanted]
-    closest = " and ".join([*older[-1:], *newer[:1]])
-    raise NotInMatrixError(
-        f"LMCache {release} is not in the shipped release matrix; the closest known releases "
-        f"are {closest} (fix: pick one of those, or upgrade lmcache-compat: "
-        f"pip install -U lmcache-compat)"
-    )
+    :class:`~lmcache_compat.errors.NotInMatrixError` naming the closest known releases
+    (:meth:`~lmcache_compat.upstream.matrix.ReleaseMatrix.known_row`)."""
+    return load_matrix().known_row(release)
 
 
 def fake_module(release: str | ReleaseRow) -> types.ModuleType:
