@@ -60,8 +60,8 @@ class _Unset:
         return "UNSET"
 
 
-#: Default of generated optional parameters whose literal default the data does not record:
-#: calls record only what the caller passed.
+#: The default every generated optional parameter really has, so a call records only what the
+#: caller passed (the signature shows the release's literal default where the data has one).
 UNSET: Any = _Unset()
 
 

@@ -193,3 +193,10 @@ def test_literal_defaults_are_the_releases() -> None:
     instance = fake("0.5.6", "LMCacheEngine")
     instance.lookup([1])
     assert instance.calls[-1].kwargs == {"tokens": [1]}  # only what the caller passed
+
+
+def test_a_fault_into_the_wrong_class_or_a_non_fake_is_one_clear_error() -> None:
+    with pytest.raises(TypeError, match="injected into LMCacheMPSchedulerAdapter"):
+        unhealthy(fake("0.5.6", CONNECTOR.name))
+    with pytest.raises(TypeError, match=r"not <object object"):
+        fail_loads(object(), {1})  # type: ignore[arg-type]
