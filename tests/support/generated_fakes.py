@@ -1,6 +1,7 @@
 """The unit tier's view of the public fakes (:mod:`lmcache_compat.testing.fakes`): fake classes
-generated from a row of the shipped release matrix, plus the few seeded results the unit tests
-of the adapters assume (``set_result`` on top of the one rule, never a second rule)."""
+generated from a row of the shipped release matrix (no second generator, no results table: a
+test that needs another answer sets it with ``set_result``), and :func:`live_facts`, the live
+facts the unit and releases tiers compare with the data."""
 
 from __future__ import annotations
 
