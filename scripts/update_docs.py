@@ -26,6 +26,7 @@ from lmcache_compat.core.roles import CONNECTOR, ENGINE, MP_SCHEDULER, MP_WORKER
 from lmcache_compat.report.cli import STATUSES  # noqa: E402
 from lmcache_compat.report.doctor import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
+from lmcache_compat.report.releases import ROLES, distinct  # noqa: E402
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
 from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402
@@ -209,6 +210,16 @@ def render_statuses() -> str:
 
 
 #: (file, section) -> renderer.
+def render_distinct() -> str:
+    """Each role's distinct releases (``lmcache-compat releases --distinct``) with their changes."""
+    out = []
+    for role in ROLES:
+        out += [f"`--role {role}`:", "", "| release | what changed at it |", "|---|---|"]
+        out += [f"| {d.version} | {'; '.join(d.changes)} |" for d in distinct(role)]
+        out.append("")
+    return "\n".join(out).rstrip("\n")
+
+
 SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "capabilities"): render_capabilities,
     ("README.md", "doctor-example"): render_doctor_example,
@@ -220,6 +231,7 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/cli.md", "budgets"): render_budgets,
     ("docs/cli.md", "exit-statuses"): render_statuses,
     ("docs/development.md", "where"): render_where,
+    ("docs/testing.md", "distinct-releases"): render_distinct,
 }
 
 

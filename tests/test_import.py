@@ -89,3 +89,14 @@ def test_every_error_a_public_call_raises_is_exported() -> None:
     assert named - scan_only <= set(lmcache_compat.__all__), sorted(
         named - scan_only - set(lmcache_compat.__all__)
     )
+
+
+def test_the_test_kit_needs_none_of_them_and_is_lazy() -> None:
+    mods = _modules_after("import lmcache_compat.testing")
+    assert "lmcache_compat.testing.fakes" not in mods  # PEP 562: nothing until a name is used
+    mods = _modules_after(
+        "from lmcache_compat.testing import fake, fail_loads\n"
+        "fail_loads(fake('0.5.6', 'LMCacheConnectorV1Impl'), {1})\n"
+    )
+    for name in ("torch", "vllm", "lmcache", "pytest"):
+        assert not any(m == name or m.startswith(name + ".") for m in mods), name

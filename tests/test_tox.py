@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lmcache_compat.report.releases import render, select
 from lmcache_compat.upstream.matrix import load_matrix
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,3 +19,10 @@ def test_every_release_list_in_tox_ini_is_the_matrix() -> None:
         assert found.split(",") == load_matrix().versions, (
             "tox.ini's release list differs from lmcache_compat/upstream/data/releases.json"
         )
+
+
+def test_the_example_tox_envs_are_the_distinct_releases() -> None:
+    """examples/connector/tox.ini is what ``lmcache-compat releases --distinct --format tox``
+    prints today."""
+    text = ROOT.joinpath("examples", "connector", "tox.ini").read_text()
+    assert f"env_list = {render(select('distinct'), 'tox')}\n" in text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import sys
 import threading
 import types
@@ -23,10 +24,12 @@ from lmcache_compat.core.annotations import substitute
 
 __all__ = [
     "DEFAULT",
+    "LiteralDefault",
     "MethodFacts",
     "facts_of",
     "from_json",
     "init_facts",
+    "literal_default",
     "make_signature",
     "render_params",
     "to_json",
@@ -36,16 +39,53 @@ P = inspect.Parameter
 
 
 class _Default:
-    """The default of a parameter that has one: its value is never read (nor evaluated)."""
+    """The default of a parameter that has one: its value is never read (nor evaluated).
+
+    Every default compares equal to every other (the model records *whether* a default exists),
+    so facts with and without a recorded literal still compare equal."""
 
     __slots__ = ()
 
     def __repr__(self) -> str:
         return "..."
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Default)
+
+    def __hash__(self) -> int:
+        return hash(_Default)
+
 
 #: Stands for "has a default" in every signature of this model.
 DEFAULT: Final = _Default()
+
+
+class LiteralDefault(_Default):
+    """A default that is a literal constant (``None``, a bool, a finite number, a short string
+    or bytes), kept as its ``repr``: the text a fake of the release writes as its default."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+#: Defaults whose literal is recorded; a longer ``repr`` is recorded as :data:`DEFAULT` only.
+MAX_LITERAL = 80
+_LITERAL_TYPES: Final = (type(None), bool, int, float, str, bytes)
+
+
+def literal_default(value: object) -> _Default:
+    """The model's default for ``value``: its literal where it is a constant, else
+    :data:`DEFAULT` (never evaluated further, never a ``repr`` of an arbitrary object)."""
+    if type(value) in _LITERAL_TYPES and not (
+        isinstance(value, float) and not math.isfinite(value)
+    ):
+        text = repr(value)
+        if len(text) <= MAX_LITERAL:
+            return LiteralDefault(text)
+    return DEFAULT
+
 
 #: ``opaque``: a descriptor whose result cannot be known without running its ``__get__`` (a
 #: probe never does): present, but not a capability; adapters warn about it.
@@ -216,7 +256,7 @@ def _compute(func: Any, drop_first: bool) -> MethodFacts:
     model = [
         p.replace(
             annotation=_text(p.annotation, namespace),
-            default=P.empty if p.default is P.empty else DEFAULT,
+            default=P.empty if p.default is P.empty else literal_default(p.default),
         )
         for p in params
     ]
@@ -290,6 +330,11 @@ def to_json(facts: MethodFacts) -> tuple[list[str], dict[str, Any]]:
     optional = [p.name for p in facts.params if p.default is not P.empty]
     if optional:
         detail["optional"] = optional
+    literals = {
+        p.name: p.default.text for p in facts.params if isinstance(p.default, LiteralDefault)
+    }
+    if literals:
+        detail["defaults"] = literals
     annotations = {p.name: str(p.annotation) for p in facts.params if p.annotation is not P.empty}
     if annotations:
         detail["annotations"] = annotations
@@ -306,6 +351,7 @@ def from_json(names: list[str], detail: Mapping[str, Any] | None = None) -> Meth
     """Rebuild :class:`MethodFacts` from a ``surfaces`` entry and its ``details`` entry."""
     detail = detail or {}
     optional = set(detail.get("optional", ()))
+    literals: Mapping[str, str] = detail.get("defaults", {})
     annotations: Mapping[str, str] = detail.get("annotations", {})
     params: list[inspect.Parameter] = []
     keyword_only = False
@@ -329,7 +375,11 @@ def from_json(names: list[str], detail: Mapping[str, Any] | None = None) -> Meth
             P(
                 name,
                 kind,
-                default=DEFAULT if name in optional else P.empty,
+                default=(
+                    (LiteralDefault(literals[name]) if name in literals else DEFAULT)
+                    if name in optional
+                    else P.empty
+                ),
                 annotation=annotations.get(name, P.empty),
             )
         )

@@ -335,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when a change breaks existing callers",
     )
     diff.set_defaults(func=_diff)
+
+    from lmcache_compat.report import releases  # lazy: start-up time (the command's module)
+
+    releases.add_parser(sub)
     return parser
 
 

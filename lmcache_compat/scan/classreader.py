@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmcache_compat.core.signatures import DEFAULT, MethodFacts, make_signature
+from lmcache_compat.core.signatures import DEFAULT, MethodFacts, literal_default, make_signature
 from lmcache_compat.errors import InvalidSourceError, SourceTooLargeError
 from lmcache_compat.scan.budgets import Meter, over
 from lmcache_compat.scan.sources import SourceTree
@@ -253,6 +253,20 @@ def _text(node: ast.expr | None) -> Any:
     return P.empty if node is None else ast.unparse(node)
 
 
+def _default(node: ast.expr) -> Any:
+    """A parameter's default: its literal where the source writes a constant (``None``,
+    ``-1``, ``"x"``), else only that it has one. Nothing else is evaluated."""
+    value = node
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        value = node.operand
+    if isinstance(value, ast.Constant) and not isinstance(value.value, (complex, type(...))):
+        try:
+            return literal_default(ast.literal_eval(node))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return DEFAULT
+    return DEFAULT
+
+
 def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool) -> MethodFacts:
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
@@ -260,14 +274,14 @@ def function_facts(fn: ast.FunctionDef | ast.AsyncFunctionDef, drop_first: bool)
     params: list[P] = []
     for i, arg in enumerate(positional):
         kind = P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD
-        default = DEFAULT if i >= first_default else P.empty
+        default = _default(a.defaults[i - first_default]) if i >= first_default else P.empty
         params.append(P(arg.arg, kind, default=default, annotation=_text(arg.annotation)))
     if drop_first and params:
         params = params[1:]
     if a.vararg is not None:
         params.append(P(a.vararg.arg, P.VAR_POSITIONAL, annotation=_text(a.vararg.annotation)))
     for arg, kw_default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
-        default = P.empty if kw_default is None else DEFAULT
+        default = P.empty if kw_default is None else _default(kw_default)
         params.append(P(arg.arg, P.KEYWORD_ONLY, default=default, annotation=_text(arg.annotation)))
     if a.kwarg is not None:
         params.append(P(a.kwarg.arg, P.VAR_KEYWORD, annotation=_text(a.kwarg.annotation)))
@@ -298,15 +312,18 @@ def _dataclass_field(node: ast.AnnAssign, kw_only: bool) -> P | None:
     ann = ast.unparse(node.annotation)
     if "ClassVar" in ann:
         return None
-    has_default = node.value is not None
+    default: Any = P.empty if node.value is None else _default(node.value)
     if isinstance(node.value, ast.Call) and _tail(node.value.func) == "field":
         kwargs = {k.arg: k.value for k in node.value.keywords if k.arg}
         init = kwargs.get("init")
         if isinstance(init, ast.Constant) and init.value is False:
             return None
-        has_default = "default" in kwargs or "default_factory" in kwargs
+        if "default" in kwargs:
+            default = _default(kwargs["default"])
+        else:
+            default = DEFAULT if "default_factory" in kwargs else P.empty
     kind = P.KEYWORD_ONLY if kw_only else P.POSITIONAL_OR_KEYWORD
-    return P(node.target.id, kind, default=DEFAULT if has_default else P.empty, annotation=ann)
+    return P(node.target.id, kind, default=default, annotation=ann)
 
 
 @dataclass

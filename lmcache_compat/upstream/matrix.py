@@ -157,6 +157,23 @@ class ReleaseMatrix:
         """The row whose artifact has this sha256 (the very file the row was scanned from)."""
         return self._by_sha256.get(digest)
 
+    def known_row(self, version: str) -> ReleaseRow:
+        """:meth:`row`, refusing a version the matrix does not know with the closest known
+        releases (the one before it and the one after) and the fix."""
+        try:
+            return self.row(version)
+        except NotInMatrixError:
+            pass
+        wanted = parse_version(version)
+        older = [v for v in self.versions if Version(v) < wanted]
+        newer = [v for v in self.versions if Version(v) > wanted]
+        closest = " and ".join([*older[-1:], *newer[:1]])
+        raise NotInMatrixError(
+            f"LMCache {version} is not in the shipped release matrix; the closest known "
+            f"releases are {closest} (fix: pick one of those, or upgrade lmcache-compat: "
+            f"pip install -U lmcache-compat)"
+        )
+
     def is_newer_than_all(self, version: str) -> bool:
         """Whether ``version`` is newer than every release of the matrix."""
 

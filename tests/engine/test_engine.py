@@ -14,6 +14,7 @@ from lmcache_compat import (
     get_or_create_engine,
 )
 from lmcache_compat.core.roles import ENGINE
+from lmcache_compat.testing.faults import kv_events
 from lmcache_compat.upstream.matrix import load_matrix
 from tests.support.generated_fakes import GeneratedEngine, fake_module, instantiate
 
@@ -120,7 +121,7 @@ def test_freeze_and_events() -> None:
     new, t = _engine("0.5.6")
     new.freeze(True)
     assert new.is_frozen() is False and t._calls == ["freeze", "is_frozen"]
-    t._events.append("e")
+    kv_events(t, ["e"])
     assert new.get_kv_events() == ["e"]
 
 

@@ -20,6 +20,8 @@ from lmcache_compat import (
 )
 from lmcache_compat.core.roles import MP_SCHEDULER, MP_WORKER
 from lmcache_compat.mp import mp_init_kwargs
+from lmcache_compat.testing.fakes import set_result
+from lmcache_compat.testing.faults import fail_loads
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
 from tests.support.generated_fakes import GeneratedEngine, fake_module, instantiate
 from tests.support.strategies import mp_configs
@@ -369,6 +371,7 @@ def test_scheduler_present_methods_on_0_5_6() -> None:
             "request_configs": {"a": 1},
         },
     )
+    set_result(target, "reset_cache", True)
     assert sched.reset_cache() is True
     sched.shutdown()
     assert target._calls[-1] == "shutdown"
@@ -436,7 +439,7 @@ def test_load_store_op_shapes() -> None:
 def test_worker_optional_methods(version: str) -> None:
     worker, target = _worker(version)
     row = MATRIX.row(version)
-    target._invalid_block_ids.update({3, 7})
+    fail_loads(target, {3, 7})
     errors = worker.get_block_ids_with_load_errors()
     assert errors == ({3, 7} if row.has(Capability.MP_LOAD_ERROR_REPORTING) else set())
     assert worker.get_kv_events() == []

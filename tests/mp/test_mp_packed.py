@@ -12,17 +12,13 @@ import pytest
 
 from lmcache_compat import MPConfig, MPSchedulerAdapter, MPWorkerAdapter, UnsupportedArgumentError
 from lmcache_compat.mp import mp_init_kwargs
-from lmcache_compat.upstream.matrix import load_matrix
 
 # pack_token_ids: the adapter looks for the codec first in the module that defines the adapter
 # class (``Sent`` below is defined here), then where lmcache_compat.upstream.locations says (not
 # installed here)
-from tests.support.generated_fakes import (
-    GeneratedEngine,
-    fake_module,
-    instantiate,
-    pack_token_ids,  # noqa: F401
-)
+from lmcache_compat.testing.fakes import pack_tokens as pack_token_ids  # noqa: F401
+from lmcache_compat.upstream.matrix import load_matrix
+from tests.support.generated_fakes import GeneratedEngine, fake_module, instantiate
 
 MATRIX = load_matrix()
 PACKED = "0.5.7rc2"

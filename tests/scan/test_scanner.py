@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -13,9 +14,16 @@ import pytest
 
 from lmcache_compat.core.probes import live_surface, probe
 from lmcache_compat.core.roles import CONNECTOR
-from lmcache_compat.core.signatures import from_json, render_params
+from lmcache_compat.core.signatures import (
+    LiteralDefault,
+    facts_of,
+    from_json,
+    render_params,
+    to_json,
+)
 from lmcache_compat.report.cli import main
 from lmcache_compat.scan import budgets as sources
+from lmcache_compat.scan.classreader import function_facts
 from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import (
     ADAPTER_0_3_10_POST2,
@@ -523,3 +531,34 @@ def test_members_stream_stays_bounded_for_real_sized_sdist(tmp_path: Path) -> No
     with tarfile.open(sd) as tf:
         assert len(tf.getmembers()) == 302
     _ = io  # keep the import used for readers of this file
+
+
+@pytest.mark.parametrize(
+    ("source", "literal"),
+    [
+        ("None", "None"),
+        ("-1", "-1"),
+        ("+2.5", "2.5"),
+        ("'x'", "'x'"),
+        ("b'\\x00'", "b'\\x00'"),
+        ("True", "True"),
+        ("[]", None),
+        ("frozenset()", None),
+        ("float('inf')", None),
+        ("1e999", None),
+        ("'" + "y" * 100 + "'", None),
+        ("...", None),
+    ],
+)
+def test_literal_defaults_are_recorded_constants_only(source: str, literal: str | None) -> None:
+    tree = ast.parse(f"def f(self, a={source}, *, b={source}): pass")
+    fn = tree.body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    facts = function_facts(fn, drop_first=True)
+    detail = to_json(facts)[1]
+    assert detail.get("defaults") == (None if literal is None else {"a": literal, "b": literal})
+    namespace: dict[str, object] = {}
+    exec(compile(tree, "<test>", "exec"), namespace)
+    live = facts_of(namespace["f"])
+    assert live == facts and to_json(live)[1] == detail  # live and static agree
+    assert all(isinstance(p.default, LiteralDefault) is (literal is not None) for p in facts.params)

@@ -7,6 +7,7 @@ import pytest
 
 from lmcache_compat import CATALOG, Capability, ConnectorAdapter, MissingCapabilityError
 from lmcache_compat.core.roles import CONNECTOR
+from lmcache_compat.testing.faults import fail_loads
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
 from tests.support.fakes import connector_view
 from tests.support.generated_fakes import fake_from_row, instantiate
@@ -44,7 +45,7 @@ def check_row_behaviour(row: ReleaseRow) -> None:
                 ConnectorAdapter(engine, require=[spec.capability])
             assert f"lmcache>={matrix.since(spec.capability)}'" in str(info.value)
     # the seed scenario on this release's shape
-    engine._invalid_block_ids.update({4, 9})
+    fail_loads(engine, {4, 9})
     reported = adapter.get_block_ids_with_load_errors()
     if row.has(Capability.LOAD_ERROR_REPORTING):
         assert reported == {4, 9}

@@ -15,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat import installed_lmcache_version
+from lmcache_compat.testing import fake_class
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import scan
 from lmcache_compat.versions import parse_version
 from tests.support.behaviour import check_row_behaviour
+from tests.support.generated_fakes import live_facts
 
 pytestmark = pytest.mark.release
 
@@ -161,3 +163,13 @@ def test_the_connector_finds_its_engine_class_where_the_release_put_it(row) -> N
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == row.modules["LMCacheConnectorV1Impl"]
+
+
+def test_fakes_have_the_real_signatures(row) -> None:  # type: ignore[no-untyped-def]
+    """lmcache_compat.testing's fakes of this release: each member's ``inspect.signature``
+    equals the real release's, read by the scanner from the installed files (or the fetched
+    sdist) without importing LMCache."""
+    scanned = scan(_target())
+    assert scanned.classes, "nothing scanned"
+    for name, facts in scanned.classes.items():
+        assert live_facts(fake_class(row.version, name)) == facts, name

@@ -1,0 +1,1 @@
+pytest_plugins = ["lmcache_compat.testing.pytest_plugin"]

@@ -1,0 +1,166 @@
+"""An opt-in pytest plugin: run a connector's tests over several LMCache releases.
+
+Enable it with ``-p lmcache_compat.testing.pytest_plugin`` or ``pytest_plugins =
+["lmcache_compat.testing.pytest_plugin"]`` in the root ``conftest.py``. It has no ``pytest11``
+entry point on purpose: one would load in every project that has lmcache-compat installed (and
+mark the package for assertion rewriting at each start-up).
+
+``--lmcache-release=SPEC`` picks the releases: ``installed`` (the default: the real installed
+LMCache), a version, a PEP 440 specifier set, ``all``, ``distinct`` or ``distinct:ROLE`` (see
+:mod:`lmcache_compat.report.releases`). A test that takes the ``lmcache_release`` fixture runs
+once per selected release; ``@pytest.mark.lmcache_requires("kv_events", ...)`` skips it, with
+the reason, on a release without those capabilities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from lmcache_compat.core.catalog import Capability, CapabilitySpec
+from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
+
+__all__ = ["INSTALLED", "Release", "release_for"]
+
+INSTALLED = "installed"
+MARKER = "lmcache_requires"
+
+
+@dataclass(frozen=True)
+class Release:
+    """One selected release: its version, its fakes (or, with ``installed``, the real
+    classes), and what it can do."""
+
+    version: str
+    row: ReleaseRow | None
+    installed: bool = False
+
+    def fake(self, name: str) -> type[Any]:
+        """The class ``name`` of this release: a fake generated from the shipped data, or with
+        ``installed`` the real class (found by lmcache_compat.upstream.resolve, imported only
+        from its own module)."""
+        if self.installed:
+            from lmcache_compat.upstream import locations  # lazy: keeps pytest start-up light
+            from lmcache_compat.upstream.resolve import find  # lazy: keeps pytest start-up light
+
+            place = next(
+                (p for p in locations.PLACES if p.name == name and p.package == locations.LMCACHE),
+                None,
+            )
+            if place is None:
+                raise LookupError(f"lmcache-compat knows no LMCache class {name!r}")
+            cls: type[Any] = find(place)
+            return cls
+        from lmcache_compat.testing.fakes import fake_class  # lazy: pytest start-up
+
+        return fake_class(self.version, name)
+
+    def engine(self, name: str) -> Any:
+        """An instance of the fake of ``name``, built with no arguments (fakes only: a real
+        LMCache class needs vLLM's configuration to build)."""
+        if self.installed:
+            pytest.skip(f"LMCache {self.version} is real here: no instance without vLLM")
+        from lmcache_compat.testing.fakes import fake  # lazy: pytest start-up
+
+        return fake(self.version, name)
+
+    def has(self, capability: Capability | str) -> bool:
+        """Whether this release has ``capability`` (from the shipped row; an installed release
+        the data does not know: from a live probe of the real class that owns it)."""
+        if self.row is not None:
+            return self.row.has(capability)
+        from lmcache_compat.core.probes import probe  # lazy: pytest start-up
+
+        spec = Capability(capability).spec
+        return Capability(capability) in probe(self.fake(spec.owner.name))
+
+    def fallback(self, capability: Capability | str) -> CapabilitySpec:
+        """The catalog row of ``capability``: ``.fallback`` (what an adapter calls when it is
+        absent), ``.fallback_result`` (what that returns, in words), ``.impact``."""
+        return Capability(capability).spec
+
+    def __str__(self) -> str:
+        return self.version
+
+
+def release_for(spec: str) -> list[Release]:
+    """The releases ``spec`` selects (``installed``: the one installed here)."""
+    matrix = load_matrix()
+    if spec == INSTALLED:
+        from lmcache_compat.versions import installed_lmcache_version  # lazy: pytest start-up
+
+        version = installed_lmcache_version()
+        if version is None:
+            raise pytest.UsageError(
+                "--lmcache-release=installed: LMCache is not installed (fix: pip install "
+                "lmcache, or pass --lmcache-release=distinct to test against fakes)"
+            )
+        known = {r.version: r for r in matrix.rows}
+        return [Release(str(version), known.get(str(version)), installed=True)]
+    from lmcache_compat.errors import LMCacheCompatError  # lazy: pytest start-up
+    from lmcache_compat.report.releases import select  # lazy: pytest start-up
+
+    try:
+        versions = select(spec)
+    except LMCacheCompatError as exc:
+        raise pytest.UsageError(f"--lmcache-release={spec}: {exc}") from None
+    return [Release(v, matrix.row(v)) for v in versions]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lmcache-compat")
+    group.addoption(
+        "--lmcache-release",
+        default=INSTALLED,
+        metavar="SPEC",
+        help="LMCache releases to run lmcache_release tests over: installed (default), a "
+        "version, a PEP 440 specifier set, all, distinct, distinct:connector|mp|engine",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*capabilities): skip on an LMCache release without these capabilities",
+    )
+    config.stash[_SELECTED] = release_for(config.getoption("lmcache_release"))
+
+
+_SELECTED = pytest.StashKey[list[Release]]()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "lmcache_release" in metafunc.fixturenames:
+        releases = metafunc.config.stash[_SELECTED]
+        metafunc.parametrize(
+            "lmcache_release", releases, ids=[r.version for r in releases], indirect=True
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``lmcache_requires`` test must take the ``lmcache_release`` fixture (the marker is
+    read per release): one clear error instead of a marker that silently does nothing."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if item.get_closest_marker(MARKER) is not None and "lmcache_release" not in names:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.{MARKER} needs the lmcache_release fixture "
+                f"(fix: add a lmcache_release parameter to the test)"
+            )
+
+
+@pytest.fixture
+def lmcache_release(request: pytest.FixtureRequest) -> Release:
+    """The LMCache release this run of the test is for."""
+    release: Release = request.param
+    for mark in request.node.iter_markers(MARKER):
+        for capability in mark.args:
+            if not release.has(capability):
+                cap = Capability(capability)
+                pytest.skip(
+                    f"LMCache {release.version} lacks {cap.value} (since {cap.spec.since}): "
+                    f"{cap.spec.impact}"
+                )
+    return release
