@@ -1,0 +1,28 @@
+"""The mutation tier: plausible next LMCache releases, each the newest real release (the newest
+row of the shipped matrix, pre-releases included, installed with ``uv pip install --no-deps``)
+with ONE change, checked by ``scan``, ``diff``, ``doctor --json``, ``resolve`` and the adapters
+built over the real changed classes beside real vLLM (``tox run -e mutation``).
+
+The change kinds (:mod:`tests.tiers.mutation.mutations`; what each must give:
+:mod:`tests.tiers.mutation.expected`):
+
+- the MP scheduler class moved to a new module, the old module re-exporting it with
+  ``from new import *``; the same with an explicit ``from new import Class``; moved with no
+  re-export;
+- the class renamed, a deprecated alias ``Old = New`` kept;
+- its lookup methods moved to a mixin class in another file;
+- the arguments after ``request_id`` of ``maybe_submit_lookup_request`` made keyword-only;
+- an optional parameter added;
+- the packed token ids' annotation widened (``bytes`` -> ``bytes | memoryview``); an annotation
+  narrowed (``X | None`` -> ``X``); ``X | None`` spelled ``Optional[X]``;
+  ``from __future__ import annotations``; a quoted annotation;
+- and the kinds LMCache has made so far (``lmcache-compat diff`` over consecutive releases of the
+  shipped matrix): a method added, a parameter became optional, the return type changed, a
+  parameter renamed, parameters reordered, a parameter removed, a required parameter added
+  (the keyword-only change above is its "parameter kind changed");
+- an optional capability method removed (the in-process connector's ``get_kv_events``);
+- two candidates: the class gone from its known path and defined in two other modules.
+
+Class moves and removals are not generated for the other classes: the moves of 0.5.7rc2 (the
+in-process connector and engine, with no re-export) are already real rows of the matrix.
+"""
