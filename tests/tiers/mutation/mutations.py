@@ -54,18 +54,16 @@ def _is_name(node: ast.expr, name: str) -> bool:
 
 def _drops_none(node: ast.expr) -> bool:
     """``X | None`` (either order)."""
-    return isinstance(node, ast.BinOp) and (
-        _is_name_const_none(node.left) or _is_name_const_none(node.right)
-    )
+    return isinstance(node, ast.BinOp) and (_is_none(node.left) or _is_none(node.right))
 
 
-def _is_name_const_none(node: ast.expr) -> bool:
+def _is_none(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
 
 
 def _without_none(node: ast.expr) -> ast.expr:
     assert isinstance(node, ast.BinOp)
-    return node.left if _is_name_const_none(node.right) else node.right
+    return node.left if _is_none(node.right) else node.right
 
 
 # --- moves ----------------------------------------------------------------------------------
@@ -93,10 +91,8 @@ def _move(root: Path, shim: str | None, copies: tuple[str, ...] = ("moved",)) ->
     node = class_node(tree, SCHED.name)
     assert node is not None
     helpers = ", ".join(_defined_before(tree, node))
-    source = (
-        f"{top_imports(old.text, tree)}from {old.dotted} import {helpers}  # noqa: F401\n\n\n"
-        f"{node_source(old.text, node)}"
-    )
+    uses = f"from {old.dotted} import {helpers}  # noqa: F401\n" if helpers else ""
+    source = f"{top_imports(old.text, tree)}{uses}\n\n{node_source(old.text, node)}"
     for suffix in copies:
         write(root / loc.module_file(old.sibling(suffix)), source)
     line = "" if shim is None else shim.format(module=old.sibling(copies[0]), name=SCHED.name)
