@@ -40,6 +40,10 @@ EXPECTED: tuple[Expected, ...] = (
     Expected(kind="moved, explicit re-export left", changes=_set(K.CLASS_MOVED_REEXPORTED)),
     # honest: code importing the old module path fails; lmcache-compat finds it by name
     Expected(kind="moved, no re-export", changes=_set(K.CLASS_MOVED), breaking=True),
+    Expected(
+        kind="in-process connector moved, star re-export left",
+        changes=_set(K.CLASS_MOVED_REEXPORTED),
+    ),
     Expected(kind="renamed, deprecated alias kept"),
     Expected(kind="methods moved to a mixin in another file"),
     # not a removal: positional callers break (diff says so), keyword callers and we do not
@@ -58,11 +62,18 @@ EXPECTED: tuple[Expected, ...] = (
         breaking=True,
     ),
     Expected(kind="Optional[...] spelled"),
+    Expected(kind="engine: Optional/Union spelled with |"),
+    Expected(
+        kind="engine: lookup arguments keyword-only",
+        changes=_set(K.PARAMETER_KIND_CHANGED),
+        breaking=True,
+    ),
     Expected(kind="from __future__ import annotations"),
     Expected(kind="quoted annotation"),
     Expected(kind="method added", changes=_set(K.METHOD_ADDED)),
     Expected(kind="parameter became optional", changes=_set(K.PARAMETER_BECAME_OPTIONAL)),
     Expected(kind="return type changed", changes=_set(K.RETURN_CHANGED), breaking=True),
+    Expected(kind="now returns a value", changes=_set(K.RETURN_ADDED)),
     Expected(
         kind="parameter renamed",
         changes=_set(K.PARAMETER_RENAMED, K.CAPABILITY_REMOVED),

@@ -38,6 +38,7 @@ FREE = Capability.MP_FREE_LOOKUP_LOCKS.spec.method
 REQUEST_ID = Capability.MP_LOOKUP_BY_TOKEN_IDS.spec.params[0]
 #: The optional capability method the removal takes away (the in-process connector's events).
 REMOVED = Capability.KV_EVENTS
+ENGINE_LOOKUP = Capability.ENGINE_LOOKUP_ID.spec.method
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,26 +82,35 @@ def _defined_before(tree: ast.Module, node: ast.stmt) -> list[str]:
     return names
 
 
-def _move(root: Path, shim: str | None, copies: tuple[str, ...] = ("moved",)) -> None:
-    """Move the scheduler class to a new module beside its own: the old module's imports, the
+def _move(
+    root: Path, shim: str | None, copies: tuple[str, ...] = ("moved",), place: Place = SCHED
+) -> None:
+    """Move ``place``'s class to a new module beside its own: the old module's imports, the
     names the old module defines above the class (imported from it), then the class; leave
     ``shim`` (a format string of the new module) where the class was. Each of ``copies`` is
     one new module (two: two candidates)."""
-    old = module_of(root, SCHED)
+    old = module_of(root, place)
     tree = old.tree
-    node = class_node(tree, SCHED.name)
+    node = class_node(tree, place.name)
     assert node is not None
     helpers = ", ".join(_defined_before(tree, node))
     uses = f"from {old.dotted} import {helpers}  # noqa: F401\n" if helpers else ""
     source = f"{top_imports(old.text, tree)}{uses}\n\n{node_source(old.text, node)}"
     for suffix in copies:
         write(root / loc.module_file(old.sibling(suffix)), source)
-    line = "" if shim is None else shim.format(module=old.sibling(copies[0]), name=SCHED.name)
+    line = "" if shim is None else shim.format(module=old.sibling(copies[0]), name=place.name)
     old.save(splice(old.text, start_line(node), node.end_lineno or node.lineno, line + "\n"))
 
 
+STAR_SHIM = "from {module} import *  # noqa: F403  (moved; deprecated shim)"
+
+
 def moved_star(root: Path) -> None:
-    _move(root, "from {module} import *  # noqa: F403  (moved; deprecated shim)")
+    _move(root, STAR_SHIM)
+
+
+def connector_moved_star(root: Path) -> None:
+    _move(root, STAR_SHIM, place=loc.CONNECTOR_IMPL)
 
 
 def moved_explicit(root: Path) -> None:
@@ -159,9 +169,11 @@ def _lookup(root: Path) -> Module:
     return module_of(root, SCHED)
 
 
-def keyword_only(root: Path) -> None:
+def _keyword_only_after(first: str) -> Callable[[ast.arguments], None]:
+    """Every parameter after ``first`` made keyword-only (defaults kept)."""
+
     def change(args: ast.arguments) -> None:
-        after = parameters_after(args, REQUEST_ID)
+        after = parameters_after(args, first)
         defaults = [None] * (len(args.args) - len(args.defaults)) + list(args.defaults)
         kept = len(args.args) - len(after)
         args.kwonlyargs = after + args.kwonlyargs
@@ -169,7 +181,50 @@ def keyword_only(root: Path) -> None:
         args.args = args.args[:kept]
         args.defaults = [d for d in defaults[:kept] if d is not None]
 
-    rewrite_def(_lookup(root), SCHED.name, LOOKUP, change)
+    return change
+
+
+def keyword_only(root: Path) -> None:
+    rewrite_def(_lookup(root), SCHED.name, LOOKUP, _keyword_only_after(REQUEST_ID))
+
+
+def engine_keyword_only(root: Path) -> None:
+    """The engine's ``lookup``: every parameter after its first keyword-only."""
+    module = module_of(root, loc.ENGINE)
+    first = method_node(module.cls(loc.ENGINE.name), ENGINE_LOOKUP).args.args[1].arg
+    rewrite_def(module, loc.ENGINE.name, ENGINE_LOOKUP, _keyword_only_after(first))
+
+
+def engine_union_spelled(root: Path) -> None:
+    """Every ``Optional[X]`` / ``Union[X, Y]`` of the engine's ``lookup`` spelled with ``|``."""
+    module = module_of(root, loc.ENGINE)
+
+    def change(args: ast.arguments) -> None:
+        hits = 0
+        for arg in args.args:
+            if arg.annotation is not None and _typing_union(arg.annotation) is not None:
+                arg.annotation = _typing_union(arg.annotation)
+                hits += 1
+        assert hits, "no Optional/Union annotation to respell"
+
+    rewrite_def(module, loc.ENGINE.name, ENGINE_LOOKUP, change)
+
+
+def _typing_union(node: ast.expr) -> ast.expr | None:
+    """``Optional[X]`` -> ``X | None``, ``Union[X, Y]`` -> ``X | Y`` (nested too), else None."""
+    if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+        return None
+    if node.value.id == "Optional":
+        members = [node.slice, ast.Constant(None)]
+    elif node.value.id == "Union" and isinstance(node.slice, ast.Tuple):
+        members = list(node.slice.elts)
+    else:
+        return None
+    members = [_typing_union(m) or m for m in members]
+    out = members[0]
+    for m in members[1:]:
+        out = ast.BinOp(out, ast.BitOr(), m)
+    return out
 
 
 def _append(args: ast.arguments, name: str, annotation: str, default: str | None) -> None:
@@ -294,6 +349,14 @@ def return_changed(root: Path) -> None:
     rewrite_def(_lookup(root), SCHED.name, LOOKUP, lambda a: None, returns=ast.Name("int"))
 
 
+def return_added(root: Path) -> None:
+    """``free_lookup_locks`` (``-> None``) now returns whether it freed anything."""
+    module = _lookup(root)
+    returns = method_node(module.cls(SCHED.name), FREE).returns
+    assert returns is not None and ast.unparse(returns) == "None", "it returns a value already"
+    rewrite_def(module, SCHED.name, FREE, lambda a: None, returns=ast.Name("bool"))
+
+
 def method_added(root: Path) -> None:
     module = _lookup(root)
     node = module.cls(SCHED.name)
@@ -318,6 +381,9 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("moved, star re-export left", SCHED, moved_star),
     Mutation("moved, explicit re-export left", SCHED, moved_explicit),
     Mutation("moved, no re-export", SCHED, moved_no_reexport),
+    Mutation(
+        "in-process connector moved, star re-export left", loc.CONNECTOR_IMPL, connector_moved_star
+    ),
     Mutation("renamed, deprecated alias kept", SCHED, renamed_alias),
     Mutation("methods moved to a mixin in another file", SCHED, mixin),
     Mutation("arguments after request_id keyword-only", SCHED, keyword_only),
@@ -325,11 +391,14 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("annotation widened (bytes | memoryview)", SCHED, widened),
     Mutation("annotation narrowed (X | None -> X)", SCHED, narrowed),
     Mutation("Optional[...] spelled", SCHED, optional_spelled),
+    Mutation("engine: Optional/Union spelled with |", loc.ENGINE, engine_union_spelled),
+    Mutation("engine: lookup arguments keyword-only", loc.ENGINE, engine_keyword_only),
     Mutation("from __future__ import annotations", SCHED, future_annotations),
     Mutation("quoted annotation", SCHED, quoted),
     Mutation("method added", SCHED, method_added),
     Mutation("parameter became optional", SCHED, became_optional),
     Mutation("return type changed", SCHED, return_changed),
+    Mutation("now returns a value", SCHED, return_added),
     Mutation("parameter renamed", SCHED, renamed_parameter),
     Mutation("parameters reordered", SCHED, reordered),
     Mutation("parameter removed", SCHED, removed_parameter),

@@ -23,7 +23,7 @@ from typing import Any
 from lmcache_compat import ConnectorAdapter, EngineAdapter, MPSchedulerAdapter, MPWorkerAdapter
 from lmcache_compat.core.adapter import BoundAdapter
 from lmcache_compat.core.catalog import Capability
-from lmcache_compat.core.roles import MP_SCHEDULER
+from lmcache_compat.core.roles import ENGINE, MP_SCHEDULER
 from lmcache_compat.core.signatures import facts_of
 from lmcache_compat.core.tokens import TokenParameter, token_parameter
 from lmcache_compat.upstream import locations as loc
@@ -80,7 +80,7 @@ def probe(job: dict[str, str]) -> dict[str, Any]:
         return out
     out["resolve"] = f"found {found.module}.{found.name}"
     engine = cls.__new__(cls)
-    recorders = {m: Recorder() for m, _ in CALLS if place.name == MP_SCHEDULER.name}
+    recorders = {m: Recorder() for m, _, _ in CALLS.get(place.name, ())}
     for method, recorder in recorders.items():  # the instance's own attribute shadows the
         setattr(engine, method, recorder)  # class's method: the adapter binds the recorder
     try:
@@ -88,7 +88,7 @@ def probe(job: dict[str, str]) -> dict[str, Any]:
     except Exception as exc:  # the one line is the result
         out["adapter"] = f"refused: {one_line(exc)}"
         return out
-    out["adapter"] = calls_bind(adapter, cls, recorders)
+    out["adapter"] = calls_bind(adapter, cls, place.name, recorders)
     out["capabilities"] = sorted(c.value for c in adapter.capabilities)
     return out
 
@@ -105,21 +105,32 @@ class Recorder:
         return True
 
 
-#: The scheduler calls made through the adapter (our API's arguments), each checked to bind to
-#: the mutated class's own signature.
-CALLS: tuple[tuple[str, Callable[[Any], object]], ...] = (
-    (
-        Capability.MP_LOOKUP_BY_TOKEN_IDS.spec.method,
-        lambda a: a.lookup("r", IDS, cache_salt="s", request_configs={"k": 1}),
-    ),
-    (
-        Capability.MP_FREE_LOOKUP_LOCKS.spec.method,
-        lambda a: a.free_lookup_locks(IDS, 0, 3, "r", cache_salt="s"),
-    ),
-)
-
-
 IDS = [1, 2, 70_000]
+
+#: The calls made through each adapter (our API's arguments), each checked to bind to the
+#: mutated class's own signature with the caller's values where the release names them:
+#: role -> (method, the call, {the release's parameter: the value it must receive}).
+CALLS: dict[str, tuple[tuple[str, Callable[[Any], object], dict[str, object]], ...]] = {
+    MP_SCHEDULER.name: (
+        (
+            Capability.MP_LOOKUP_BY_TOKEN_IDS.spec.method,
+            lambda a: a.lookup("r", IDS, cache_salt="s", request_configs={"k": 1}),
+            {"request_id": "r", "cache_salt": "s", "request_configs": {"k": 1}},
+        ),
+        (
+            Capability.MP_FREE_LOOKUP_LOCKS.spec.method,
+            lambda a: a.free_lookup_locks(IDS, 0, 3, "r", cache_salt="s"),
+            {"request_id": "r", "cache_salt": "s", "start": 0, "end": 3},
+        ),
+    ),
+    ENGINE.name: (
+        (
+            Capability.ENGINE_LOOKUP_ID.spec.method,
+            lambda a: a.lookup(IDS, lookup_id="r", request_configs={"k": 1}),
+            {"tokens": IDS, "lookup_id": "r", "request_configs": {"k": 1}},
+        ),
+    ),
+}
 
 
 def _packed(cls: type) -> bytes | None:
@@ -132,17 +143,17 @@ def _packed(cls: type) -> bytes | None:
     return packed
 
 
-def calls_bind(adapter: BoundAdapter, cls: type, recorders: dict[str, Recorder]) -> str:
+def calls_bind(adapter: BoundAdapter, cls: type, role: str, recorders: dict[str, Recorder]) -> str:
     """``adapts`` when every call the adapter makes binds to ``cls``'s own signature, else
     ``refused: <line>`` (the adapter's own refusal, or the TypeError the call would raise)."""
-    packed = _packed(cls) if recorders else None
-    for method, call in CALLS:
-        if method not in recorders:
-            continue
+    packed = _packed(cls) if role == MP_SCHEDULER.name else None
+    for method, call, values in CALLS.get(role, ()):
         try:
             call(adapter)
         except Exception as exc:  # the one line is the result
             return f"refused: {method}: {one_line(exc)}"
+        if not recorders[method].calls:
+            return f"not checked: the adapter's {method} did not reach the engine's method"
         for args, kwargs in recorders[method].calls:
             try:
                 bound = inspect.signature(getattr(cls, method)).bind(None, *args, **kwargs)
@@ -150,6 +161,9 @@ def calls_bind(adapter: BoundAdapter, cls: type, recorders: dict[str, Recorder])
                 return f"call does not bind: {method}: {one_line(exc)}"
             if packed is not None and packed not in bound.arguments.values():
                 return f"misrouted: {method} was not handed the release's own packed ids"
+            for name, value in values.items():
+                if name in bound.arguments and bound.arguments[name] != value:
+                    return f"misrouted: {method}({name}={bound.arguments[name]!r})"
     return "adapts"
 
 
