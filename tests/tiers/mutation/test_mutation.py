@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from lmcache_compat.report.diff import ChangeKind as K
 from lmcache_compat.report.diff import ReleaseDiff, ReleaseView, diff_releases
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import ScanResult, scan
@@ -140,6 +141,17 @@ def _undecided_caps(result: ScanResult, cls: str | None) -> set[str]:
     return {k for k, why in result.undecided.items() if cls is not None and cls in why}
 
 
+def _check_module(base: ScanResult, result: ScanResult, cls: str, e: Expected) -> None:
+    """A move changes the class's module (and records the old one as a shim iff it re-exports
+    it); every other change keeps it where it was."""
+    old, new = base.modules[cls], result.modules.get(cls)
+    assert new, "scan: the class was not found"
+    moved = e.changes & {K.CLASS_MOVED, K.CLASS_MOVED_REEXPORTED}
+    assert (new != old) is bool(moved), f"scan: module {new} (was {old})"
+    shim = old in result.reexported_at.get(cls, ())
+    assert shim is (K.CLASS_MOVED_REEXPORTED in e.changes), f"scan: shims {result.reexported_at}"
+
+
 def check_scan(run: Run, o: Outcome, e: Expected) -> str:
     result = o.scan
     undecided = _undecided_caps(result, e.undecided)
@@ -149,7 +161,7 @@ def check_scan(run: Run, o: Outcome, e: Expected) -> str:
         assert undecided, "scan: no capability reported undecided"
     else:
         assert not result.ambiguous, f"scan: ambiguous {result.ambiguous}"
-        assert result.modules.get(o.mutation.place.name), "scan: the class was not found"
+        _check_module(run.base_scan, result, o.mutation.place.name, e)
     want = _expected_caps(run.base_scan.capabilities, e)
     got = {k: v for k, v in result.capabilities.items() if k not in undecided}
     assert got == {k: v for k, v in want.items() if k not in undecided}, (
