@@ -17,7 +17,8 @@ The change kinds (:mod:`tests.tiers.mutation.mutations`; what each must give:
   narrowed (``X | None`` -> ``X``); ``X | None`` spelled ``Optional[X]``;
   ``from __future__ import annotations``; a quoted annotation; the engine's ``Optional[X]`` /
   ``Union[X, Y]`` spelled ``X | None`` / ``X | Y``;
-- the arguments of the engine's ``lookup`` after its first made keyword-only;
+- the arguments of the engine's ``lookup`` after its first made keyword-only; the same for the
+  MP worker's store submits (single and batched) after the request id(s);
 - and the kinds LMCache has made so far (``lmcache-compat diff`` over consecutive releases of the
   shipped matrix): a method added, a parameter became optional, the return type changed, a
   method that returned ``None`` now returns a value, a parameter renamed, parameters reordered,
@@ -29,9 +30,9 @@ The change kinds (:mod:`tests.tiers.mutation.mutations`; what each must give:
 - an optional capability method removed (the in-process connector's ``get_kv_events``);
 - two candidates: the class gone from its known path and defined in two other modules.
 
-The adapters' calls are checked too: each call the MP scheduler and engine adapters make reaches
-the real class's method (replaced on the instance by a recorder), binds to its signature, and
-hands it the caller's values (and the release's own packing of the token ids). A move with no
-re-export is not generated for the connector and the engine: 0.5.7rc2 made exactly those moves,
-so they are real rows of the matrix.
+The adapters' calls are checked too: each call the MP scheduler, MP worker and engine adapters
+make reaches the real class's method (replaced on the instance by a recorder), binds to its
+signature, and hands it the caller's values (and the release's own packing of the token ids).
+A move with no re-export is not generated for the connector and the engine: 0.5.7rc2 made
+exactly those moves, so they are real rows of the matrix.
 """

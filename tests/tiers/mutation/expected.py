@@ -52,6 +52,11 @@ EXPECTED: tuple[Expected, ...] = (
         changes=_set(K.PARAMETER_KIND_CHANGED),
         breaking=True,
     ),
+    Expected(
+        kind="worker: submit arguments keyword-only",
+        changes=_set(K.PARAMETER_KIND_CHANGED),
+        breaking=True,
+    ),
     Expected(kind="optional parameter added", changes=_set(K.PARAMETER_ADDED)),
     Expected(
         kind="annotation widened (bytes | memoryview)", changes=_set(K.PARAMETER_TYPE_WIDENED)

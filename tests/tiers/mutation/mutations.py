@@ -188,6 +188,18 @@ def keyword_only(root: Path) -> None:
     rewrite_def(_lookup(root), SCHED.name, LOOKUP, _keyword_only_after(REQUEST_ID))
 
 
+#: The worker's submit methods (single and batched): their first parameter is the request id(s).
+SUBMITS = ("submit_store_request", "batched_submit_store_requests")
+
+
+def worker_keyword_only(root: Path) -> None:
+    """The worker's store submits: every parameter after the request id(s) keyword-only."""
+    module = module_of(root, loc.MP_WORKER)
+    for method in SUBMITS:
+        first = method_node(module.cls(loc.MP_WORKER.name), method).args.args[1].arg
+        rewrite_def(module, loc.MP_WORKER.name, method, _keyword_only_after(first))
+
+
 def engine_keyword_only(root: Path) -> None:
     """The engine's ``lookup``: every parameter after its first keyword-only."""
     module = module_of(root, loc.ENGINE)
@@ -387,6 +399,7 @@ MUTATIONS: tuple[Mutation, ...] = (
     Mutation("renamed, deprecated alias kept", SCHED, renamed_alias),
     Mutation("methods moved to a mixin in another file", SCHED, mixin),
     Mutation("arguments after request_id keyword-only", SCHED, keyword_only),
+    Mutation("worker: submit arguments keyword-only", loc.MP_WORKER, worker_keyword_only),
     Mutation("optional parameter added", SCHED, added_optional),
     Mutation("annotation widened (bytes | memoryview)", SCHED, widened),
     Mutation("annotation narrowed (X | None -> X)", SCHED, narrowed),

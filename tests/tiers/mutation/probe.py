@@ -23,7 +23,7 @@ from typing import Any
 from lmcache_compat import ConnectorAdapter, EngineAdapter, MPSchedulerAdapter, MPWorkerAdapter
 from lmcache_compat.core.adapter import BoundAdapter
 from lmcache_compat.core.catalog import Capability
-from lmcache_compat.core.roles import ENGINE, MP_SCHEDULER
+from lmcache_compat.core.roles import ENGINE, MP_SCHEDULER, MP_WORKER
 from lmcache_compat.core.signatures import facts_of
 from lmcache_compat.core.tokens import TokenParameter, token_parameter
 from lmcache_compat.upstream import locations as loc
@@ -121,6 +121,18 @@ CALLS: dict[str, tuple[tuple[str, Callable[[Any], object], dict[str, object]], .
             Capability.MP_FREE_LOOKUP_LOCKS.spec.method,
             lambda a: a.free_lookup_locks(IDS, 0, 3, "r", cache_salt="s"),
             {"request_id": "r", "cache_salt": "s", "start": 0, "end": 3},
+        ),
+    ),
+    MP_WORKER.name: (
+        (
+            "submit_store_request",
+            lambda a: a.submit_store_request("r", "op", "ev", cache_salt="s"),
+            {"request_id": "r", "op": "op", "event": "ev", "cache_salt": "s"},
+        ),
+        (
+            "batched_submit_store_requests",
+            lambda a: a.batched_submit_store_requests(["r"], ["op"], "ev", cache_salts=["s"]),
+            {"request_ids": ["r"], "ops": ["op"], "event": "ev", "cache_salts": ["s"]},
         ),
     ),
     ENGINE.name: (
