@@ -193,7 +193,8 @@ def check_doctor(run: Run, o: Outcome, e: Expected) -> str:
     base = {k: bool(v) for k, v in _doctor_caps(run.base_doctor).items()}
     want: dict[str, bool | None] = dict(_expected_caps(base, e))
     if e.undecided is not None:
-        assert e.undecided in o.doctor.get("ambiguous", {}), o.doctor.get("ambiguous")
+        named = o.doctor.get("ambiguous", {}).get(e.undecided, [])
+        assert sorted(named) == sorted(o.scan.ambiguous[e.undecided]), "doctor: candidates"
         for cap in _undecided_caps(o.scan, e.undecided):
             want[cap] = None
     got = _doctor_caps(o.doctor)
