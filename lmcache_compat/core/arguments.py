@@ -443,6 +443,22 @@ class Downgrades:
             "to accept the downgrade",
         )
 
+    def refuse_unknown_required(self, facts: MethodFacts, filled: Iterable[str]) -> None:
+        """Raise (at construction) when the release's method requires a parameter this
+        adapter does not fill: a parameter added after the releases lmcache-compat knows, so
+        no call could bind."""
+        unknown = facts.required_beyond(filled)
+        if unknown:
+            names = ", ".join(repr(n) for n in unknown)
+            raise UnsupportedArgumentError(
+                unknown[0],
+                f"{self.where} in LMCache {self.version or 'unknown'} requires {names}, a "
+                "parameter lmcache-compat does not know (newer than every release it was "
+                "built for): no call through the adapter could bind.\n"
+                "HINT: pip install -U lmcache-compat, or install an LMCache release that "
+                "`lmcache-compat doctor` lists",
+            )
+
     def refuse(self, row: Argument) -> None:
         """Raise unless ``row``'s argument may be downgraded (then it is dropped)."""
         if not self.allows(row):

@@ -143,6 +143,11 @@ class MethodFacts:
             and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)
         )
 
+    def required_beyond(self, names: Iterable[str]) -> tuple[str, ...]:
+        """The parameters every call must pass that are not among ``names``."""
+        known = set(names)
+        return tuple(p.name for p in self.params if p.name not in known and self.required(p.name))
+
     def binds(self, n_positional: int) -> bool:
         """Whether a call with ``n_positional`` positional arguments (and no keywords) binds."""
         if self.signature is None:

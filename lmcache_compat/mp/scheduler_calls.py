@@ -46,6 +46,11 @@ def _always(value: Any) -> bool:
     return True
 
 
+def _passed(steps: Sequence[Applied]) -> list[str]:
+    """The release's keywords that these argument steps fill."""
+    return [step.keyword for step in steps if step.takes]
+
+
 def _request_parameter(facts: MethodFacts) -> str:
     return REQUEST if facts.parameter(REQUEST) is not None else facts.params[0].name
 
@@ -104,6 +109,8 @@ def lookup_call(
         reserve = apply(ARG.reserve_by_hashes, facts, downgrades)
     else:
         reserve = apply(ARG.reserve_last_token, facts, downgrades, emulate=_trim_last_token(key))
+    steps = (salt, configs, start, reserve)
+    downgrades.refuse_unknown_required(facts, [request, key, *_passed(steps)])
     if convert is not None and salt.takes and configs.takes and reserve.takes:
         ready = bytes if found.encoding == "packed" else list  # passed without a conversion
         return _lookup_every_keyword(method, facts, (request, key), (ready, convert), start)
@@ -290,6 +297,9 @@ def free_lookup_locks_call(
     configs = apply(ARG.request_configs, facts, downgrades)
     ranges_step = apply(
         ARG.extra_ranges, facts, downgrades, convert=tuple, emulate=_one_call_per_range
+    )
+    downgrades.refuse_unknown_required(
+        facts, [found.name, "start", "end", REQUEST, *_passed((salt, configs, ranges_step))]
     )
     emulated = ranges_step.action == "emulate"
     named = facts.call_shape((found.name, "start", "end", REQUEST)) == "keyword"

@@ -21,6 +21,9 @@ from lmcache_compat.errors import UnsupportedArgumentError
 
 __all__ = ["load_store_op_factory", "register_kv_caches_call", "submit_call"]
 
+#: The leading parameters of the submits, single and batched (every release names them so).
+HEAD = ("request_id", "op", "event")
+BATCHED_HEAD = ("request_ids", "ops", "event")
 #: The batched submits take one value per request, under these plural names.
 SALTS = "cache_salts"
 CONFIGS_LIST = "request_configs_list"
@@ -40,12 +43,27 @@ def _any(values: Any) -> bool:
     return values is not None and any(values)
 
 
+def _leading_by_name(method: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
+    """``method`` with its leading arguments passed by ``names`` (a release that made them
+    keyword-only or reordered them)."""
+
+    def by_name(*args: Any, **kwargs: Any) -> Any:
+        kwargs.update(zip(names, args, strict=True))
+        return method(**kwargs)
+
+    return by_name
+
+
 def submit_call(
     method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades, *, batched: bool
 ) -> Callable[..., Any]:
     """``submit_{store,retrieve}_request(request_id, op, event, *, cache_salt=None,
     request_configs=None)`` and the batched forms (``cache_salts``, ``request_configs_list``),
-    every per-request sequence read exactly once."""
+    every per-request sequence read exactly once. The leading three go positionally only where
+    the signature guarantees their order, else by name (decided here, once)."""
+    head = BATCHED_HEAD if batched else HEAD
+    if facts.call_shape(head) == "keyword":
+        method = _leading_by_name(method, head)
     if batched:
         salts = apply(ARG.cache_salt, facts, downgrades, keyword=SALTS, given=_any)
         configs_list = apply(
@@ -70,7 +88,7 @@ def submit_call(
 
     salt = apply(ARG.cache_salt, facts, downgrades)
     configs = apply(ARG.request_configs, facts, downgrades)
-    order = ("request_id", "op", "event", salt.keyword, configs.keyword)
+    order = (*HEAD, salt.keyword, configs.keyword)
     if salt.takes and configs.takes and facts.call_shape(order) == "positional":
         # 0.5.5 on: pass straight through (cache_salt defaults to "" in every release)
         def submit_newest(

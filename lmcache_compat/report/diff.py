@@ -44,6 +44,12 @@ class ChangeKind(enum.Enum):
         "imports by the old module path keep working (the old module re-exports the class) "
         "until the shim is removed; move imports to the new path",
     )
+    CLASS_AMBIGUOUS = (
+        "class ambiguous",
+        True,
+        "it is gone from its known module and several modules define a matching class: "
+        "finding it by name refuses to guess, and its capabilities cannot be decided",
+    )
     METHOD_ADDED = ("method added", False, "new API; nothing existing changes")
     METHOD_REMOVED = ("method removed", True, "calls raise AttributeError")
     MEMBER_KIND_CHANGED = (
@@ -134,6 +140,8 @@ class Change:
             return k.label
         if k is ChangeKind.CLASS_MOVED:
             return f"moved: {self.before} -> {self.after}"
+        if k is ChangeKind.CLASS_AMBIGUOUS:
+            return f"{k.label}: {self.before} -> one of {self.after}"
         if k is ChangeKind.CLASS_MOVED_REEXPORTED:
             return f"moved: {self.before} -> {self.after} ({self.before} still re-exports it)"
         if k in (ChangeKind.METHOD_ADDED, ChangeKind.METHOD_REMOVED):
@@ -167,6 +175,10 @@ class ReleaseView:
     capabilities: Mapping[str, bool] = field(default_factory=dict)
     #: class -> the modules that re-export it without defining it (deprecation shims).
     reexported_at: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: class -> the modules of its several matching definitions (none chosen), and the
+    #: capabilities that therefore cannot be decided: neither is read as removed.
+    ambiguous: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    undecided: frozenset[str] = frozenset()
 
     @classmethod
     def from_scan(cls, result: ScanResult) -> ReleaseView:
@@ -176,6 +188,8 @@ class ReleaseView:
             result.modules,
             result.capabilities,
             result.reexported_at,
+            result.ambiguous,
+            frozenset(result.undecided),
         )
 
     @classmethod
@@ -198,6 +212,8 @@ class ReleaseView:
             data.get("modules", {}),
             data.get("capabilities", {}),
             {k: tuple(v) for k, v in data.get("reexported_at", {}).items()},
+            {k: tuple(v) for k, v in data.get("ambiguous", {}).items()},
+            frozenset(data.get("undecided", {})),
         )
 
 
@@ -224,6 +240,8 @@ class ReleaseDiff:
                 entry["class_added"] = True
             elif c.kind is ChangeKind.CLASS_REMOVED:
                 entry["class_removed"] = True
+            elif c.kind is ChangeKind.CLASS_AMBIGUOUS:
+                entry["ambiguous"] = {"from": c.before, "candidates": c.after}
             elif c.kind in (ChangeKind.CLASS_MOVED, ChangeKind.CLASS_MOVED_REEXPORTED):
                 entry["moved"] = {
                     "from": c.before,
@@ -374,7 +392,7 @@ def diff_releases(old: ReleaseView, new: ReleaseView) -> ReleaseDiff:
     """Every change from ``old`` to ``new``: capabilities, then class by class."""
     changes: list[Change] = []
     for cap, present in old.capabilities.items():
-        if present and not new.capabilities.get(cap, False):
+        if present and not new.capabilities.get(cap, False) and cap not in new.undecided:
             changes.append(Change(ChangeKind.CAPABILITY_REMOVED, member=cap))
     for cap, present in new.capabilities.items():
         if present and not old.capabilities.get(cap, False):
@@ -383,6 +401,12 @@ def diff_releases(old: ReleaseView, new: ReleaseView) -> ReleaseDiff:
         a, b = old.classes.get(cls), new.classes.get(cls)
         if a is None:
             changes.append(Change(ChangeKind.CLASS_ADDED, cls))
+            continue
+        if b is None and cls in new.ambiguous:
+            after = ", ".join(new.ambiguous[cls])
+            changes.append(
+                Change(ChangeKind.CLASS_AMBIGUOUS, cls, None, None, old.modules.get(cls), after)
+            )
             continue
         if b is None:
             changes.append(Change(ChangeKind.CLASS_REMOVED, cls))
