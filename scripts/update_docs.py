@@ -153,6 +153,8 @@ _BUDGET_WORDS = {
     "classes": "class bodies read in one scan (bases included, each once)",
     "parsed_bytes": "source bytes parsed in one scan",
     "reexports": "re-exports followed to find one class",
+    "config_bytes": "bytes of an LMCache configuration file (`config check`, `migrate`, doctor)",
+    "config_nodes": "nodes one configuration value may expand to through YAML aliases",
 }
 
 

@@ -99,6 +99,8 @@ class Module:
     classes: dict[str, ast.ClassDef]
     functions: set[str]
     imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
+    #: The parsed module (statement-level readers, such as the configuration scan, walk it).
+    tree: ast.Module | None = None
 
 
 def top_level(body: list[ast.stmt], limit: int = 100_000) -> Iterator[ast.stmt]:
@@ -180,7 +182,7 @@ class Index:
                     else:
                         top = alias.name.split(".")[0]
                         imports[top] = (top, None)
-        return Module(relpath, dotted, classes, functions, imports)
+        return Module(relpath, dotted, classes, functions, imports, tree)
 
 
 _PROPERTIES = {"property", "cached_property", "abstractproperty"}
