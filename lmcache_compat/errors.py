@@ -19,6 +19,7 @@ __all__ = [
     "MPVersionMismatchError",
     "MalformedResultError",
     "MetadataError",
+    "MigrationError",
     "MissingCapabilityError",
     "MissingExtraError",
     "NotAnEngineError",
@@ -233,3 +234,9 @@ class UnsafeConfigError(ConfigFileError):
 class MPFlagsError(LMCacheCompatError, ValueError):
     """MP server flags that cannot be translated between two releases; the message says which
     flag and why (removed with no replacement, required, a value the release refuses)."""
+
+
+class MigrationError(LMCacheCompatError, ValueError):
+    """A configuration file that cannot be migrated as asked: ``--from`` is needed and could not
+    be inferred, duplicate keys, ``-o`` naming the input without ``--in-place``, or a rewrite
+    that would change more than the planned moves."""

@@ -149,8 +149,10 @@ class FlagSpec:
 
 
 def compact_flag(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """A flag record without its empty fields (what the shipped file stores)."""
-    return {k: v for k, v in spec.items() if not (v is None or v is False or v == [])}
+    """A flag record without its empty fields (what the shipped file stores): ``None`` values,
+    and the yes/no fields when no. A ``False`` or ``[]`` default is kept."""
+    flags = ("required", "hidden", "deprecated", "negated")
+    return {k: v for k, v in spec.items() if v is not None and not (k in flags and not v)}
 
 
 def compact_key(entry: Mapping[str, Any]) -> dict[str, Any]:
