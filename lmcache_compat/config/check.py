@@ -128,8 +128,8 @@ def _value_finding(
     target: ReleaseSchema, name: str, key: str, value: Any, line: int | None
 ) -> Finding | None:
     spec = target.keys[key]
-    raw = target.loader.file_values == "raw"
-    conversion = convert(None if raw else spec.converter, value)
+    raw = target.loader.file_values == "raw" and spec.converter is None
+    conversion = convert(spec.converter, value)
     verdict = judge_value(spec, value, conversion, raw)
     if verdict is None:
         return None

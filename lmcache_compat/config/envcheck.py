@@ -73,9 +73,9 @@ def _env_story(target: ReleaseSchema, var: str) -> str:
         return "not read by LMCache"
     name = var[len(prefix) :].lower()
     text = story(name, target)
-    if text.startswith("renamed to "):
-        new = text.split()[2]
-        return f"set {target.env_name(new)} instead ({text})"
+    if text.startswith("use "):
+        new, _, rest = text[len("use ") :].partition(" ")
+        return f"set {target.env_name(new)} instead {rest}".rstrip()
     if "not a key of any" in text:
         return f"unset it: no part of LMCache {target.version} reads it"
     return text.replace("remove the line", "unset it").replace("remove it:", "unset it:")

@@ -224,6 +224,12 @@ def _or_zero(cast: Callable[[Any], Any], zero: Any) -> Callable[[Any], Any]:
     return lambda v: zero if v is None else cast(v)
 
 
+def _assert_dict(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise AssertionError("must be a dict")
+    return value
+
+
 #: Converter source text (as the schema records it) -> our re-implementation. Each mirrors the
 #: release code it is named after, exceptions included.
 CONVERTERS: Mapping[str, Callable[[Any], Any]] = {
@@ -249,6 +255,8 @@ CONVERTERS: Mapping[str, Callable[[Any], Any]] = {
     "to_float": _or_zero(float, 0.0),
     "to_bool": lambda v: False if v is None else v.lower() in ["true", "1"],
     "to_dict": _env_dict,
+    # checks of the hand-written file readers of 0.3.0 ... 0.3.3 (the value is kept)
+    "assert isinstance(x, dict)": _assert_dict,
 }
 
 

@@ -148,6 +148,13 @@ class FlagSpec:
         )
 
 
+def _message(value: Any) -> str:
+    """A deprecation message (0.3.10.post1 ... 0.3.11 write each as a one-element tuple)."""
+    if isinstance(value, list) and len(value) == 1:
+        return str(value[0])
+    return str(value)
+
+
 def compact_flag(spec: Mapping[str, Any]) -> dict[str, Any]:
     """A flag record without its empty fields (what the shipped file stores): ``None`` values,
     and the yes/no fields when no. A ``False`` or ``[]`` default is kept."""
@@ -194,6 +201,9 @@ class ReleaseSchema:
     #: MP command key -> first option string -> flag.
     mp_commands: Mapping[str, Mapping[str, FlagSpec]]
     config_module: str = ""
+    #: The third-party packages importing the config module needs (the real-loader tiers run
+    #: where they are installed).
+    config_imports: tuple[str, ...] = ()
     artifact: str = ""
     sha256: str = ""
     notes: tuple[str, ...] = field(default=())
@@ -233,7 +243,7 @@ class ReleaseSchema:
             loader=LoaderFacts.from_json(data["loader"]),
             keys=keys,
             aliases=dict(data.get("aliases") or {}),
-            deprecated={k: str(v) for k, v in (data.get("deprecated") or {}).items()},
+            deprecated={k: _message(v) for k, v in (data.get("deprecated") or {}).items()},
             file_fallbacks=dict(data.get("file_fallbacks") or {}),
             env_fallbacks=dict(data.get("env_fallbacks") or {}),
             legacy_keys=tuple(data.get("legacy_keys") or ()),
@@ -246,6 +256,7 @@ class ReleaseSchema:
             env_prefixes=tuple(environment.get("prefixes", ())),
             mp_commands=commands,
             config_module=data.get("config_module", ""),
+            config_imports=tuple(data.get("config_imports", ())),
             artifact=data.get("artifact", ""),
             sha256=data.get("sha256", ""),
             notes=tuple(data.get("notes", ())),

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from typing import Any
 
-from lmcache_compat.errors import NotLMCacheError
+from lmcache_compat.errors import NotLMCacheError, ScanError
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import Index, Module
 from lmcache_compat.scan.sources import SourceTree
@@ -128,19 +129,7 @@ def _fields_config(
     env_fallbacks: dict[str, str] = {}
     reader = method(cls, "from_file")
     if reader is not None:
-        read_as: dict[str, str] = {}  # local variable -> the key it was first read as
-        for sub in ast.walk(reader):
-            if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                key = _config_get(sub.value)
-                target = sub.targets[0]
-                if key is None or not isinstance(target, ast.Name):
-                    continue
-                if key in keys and target.id not in read_as:
-                    read_as[target.id] = key
-                    if len(sub.value.args) > 1:
-                        keys[key]["default"] = literal(sub.value.args[1])
-                elif key not in keys and target.id in read_as:
-                    file_fallbacks[key] = read_as[target.id]
+        file_fallbacks = _file_reader(reader, keys)
     env_reader = method(cls, "from_env")
     if env_reader is not None:
         parents = _parents(env_reader)
@@ -164,6 +153,62 @@ def _fields_config(
             elif isinstance(fallback, ast.Attribute) and fallback.attr in keys:
                 env_fallbacks[key] = fallback.attr
     return keys, file_fallbacks, env_fallbacks
+
+
+def _file_reader(reader: ast.FunctionDef, keys: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """From a hand-written ``from_file``: each key's default (``config.get("k", default)``) and
+    what its value goes through (``f(config.get("k"))``, ``x = f(x)`` later, or
+    ``assert isinstance(x, T)``); returns the fallbacks ``{old: key}``."""
+    read_as: dict[str, str] = {}  # local variable -> the key it was first read as
+    fallbacks: dict[str, str] = {}
+    for sub in ast.walk(reader):
+        if not (isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call)):
+            continue
+        call, wrapper = sub.value, None
+        inner = call.args[0] if call.args else None
+        func = call.func
+        if (
+            _config_get(call) is None
+            and isinstance(inner, ast.Call)
+            and isinstance(func, ast.Name)
+            and _config_get(inner) is not None
+        ):
+            call, wrapper = inner, func.id
+        key = _config_get(call)
+        target = sub.targets[0]
+        if key is None or not isinstance(target, ast.Name):
+            continue
+        if key in keys and target.id not in read_as:
+            read_as[target.id] = key
+            if len(call.args) > 1:
+                keys[key]["default"] = literal(call.args[1])
+            keys[key]["converter"] = wrapper
+        elif key not in keys and target.id in read_as:
+            fallbacks[key] = read_as[target.id]
+    for sub in ast.walk(reader):
+        # ``y = f(x)`` for a variable read from the file, and ``assert isinstance(x, T)``
+        if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
+            call = sub.value
+            if (
+                isinstance(call.func, ast.Name)
+                and len(call.args) == 1
+                and isinstance(call.args[0], ast.Name)
+                and call.args[0].id in read_as
+            ):
+                keys[read_as[call.args[0].id]]["converter"] = call.func.id
+        elif isinstance(sub, ast.Assert) and isinstance(sub.test, ast.Call):
+            test = sub.test
+            if (
+                isinstance(test.func, ast.Name)
+                and test.func.id == "isinstance"
+                and len(test.args) == 2
+                and isinstance(test.args[0], ast.Name)
+                and test.args[0].id in read_as
+            ):
+                keys[read_as[test.args[0].id]]["converter"] = (
+                    f"assert isinstance(x, {_text(test.args[1])})"
+                )
+    return fallbacks
 
 
 # --- what the loaders do --------------------------------------------------------------------------
@@ -388,6 +433,57 @@ def loader_facts(index: Index, config: Module, style: str) -> dict[str, Any]:
     return facts
 
 
+def _unconditional_imports(module: Module) -> set[str]:
+    """Dotted modules ``module`` imports at its top level outside ``try`` / ``if``."""
+    out: set[str] = set()
+    if module.tree is None:
+        return out
+    is_package = module.relpath.endswith("__init__.py")
+    parts = module.dotted.split(".") if is_package else module.dotted.split(".")[:-1]
+    for node in module.tree.body:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                keep = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*keep, base] if base else keep)
+            out.add(base)
+            out |= {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def config_imports(index: Index, config: Module) -> list[str]:
+    """The third-party packages importing the config module needs: every package imported
+    unconditionally at the top level of it, of the package ``__init__`` files it runs, and of
+    the modules of the release they import, transitively (``try`` / ``if`` imports are
+    optional, so left out). 0.3.0 ... 0.3.11 need torch through ``lmcache.config``."""
+    stdlib = sys.stdlib_module_names
+    parts = config.dotted.split(".")
+    todo = [".".join(parts[:i]) for i in range(1, len(parts))] + [config.dotted]
+    seen: set[str] = set()
+    third: set[str] = set()
+    while todo:
+        dotted = todo.pop()
+        if dotted in seen:
+            continue
+        seen.add(dotted)
+        try:
+            module = index.module_by_dotted(dotted)
+        except ScanError:
+            continue
+        if module is None:
+            continue
+        for name in _unconditional_imports(module):
+            top = name.split(".")[0]
+            if top == index.package:
+                chain = name.split(".")
+                todo += [".".join(chain[:i]) for i in range(1, len(chain) + 1)]
+            elif top and top not in stdlib and top != "__future__":
+                third.add(top)
+    return sorted(third)
+
+
 # --- the other configurations ----------------------------------------------------------------
 
 
@@ -448,6 +544,7 @@ def scan_config_tree(tree: SourceTree) -> dict[str, Any]:
     return {
         "version": tree.version,
         "config_module": config.dotted,
+        "config_imports": config_imports(index, config),
         "style": style,
         "loader": loader,
         "aliases": aliases,
