@@ -26,7 +26,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat.config.schema import DATA_FILE, compact_flag, compact_key  # noqa: E402
+from lmcache_compat.config.schema import DATA_FILE, shipped_block  # noqa: E402
 from lmcache_compat.upstream.config_scan import scan_config  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
@@ -45,23 +45,6 @@ def fetch(artifact: str, sha256: str, cache: Path, offline: bool) -> Path:
         raise SystemExit(f"{path} is not in the cache (with sha256 {sha256}) and --offline")
     print(f"  downloading {artifact}", file=sys.stderr)
     return index.download(index.find_file("lmcache", artifact), path, sha256=sha256)
-
-
-def block(version: str, artifact: str, sha256: str, scanned: dict[str, Any]) -> dict[str, Any]:
-    """One release's block: where it came from, then the scan (MP flag records compacted; a
-    command whose flags equal an earlier command's says so instead of repeating them)."""
-    commands: dict[str, Any] = {}
-    for key, flags in scanned["mp_commands"].items():
-        same = next((k for k, v in scanned["mp_commands"].items() if v == flags), key)
-        if same != key:
-            commands[key] = {"same_as": same}
-        else:
-            commands[key] = {flag: compact_flag(spec) for flag, spec in flags.items()}
-    out: dict[str, Any] = {"version": version, "artifact": artifact, "sha256": sha256}
-    out.update({k: v for k, v in scanned.items() if k not in ("version", *BLOCKS)})
-    out["keys"] = {name: compact_key(entry) for name, entry in scanned["keys"].items()}
-    out["mp_commands"] = commands
-    return out
 
 
 def _nested(key: str, value: dict[str, Any], comma: str, depth: int) -> list[str]:
@@ -120,7 +103,7 @@ def main() -> int:
         if scanned["version"] != row.version:
             raise SystemExit(f"{path}: metadata says {scanned['version']}, matrix {row.version}")
         print(f"  {row.version:<14} {len(scanned['keys'])} keys", file=sys.stderr)
-        blocks.append(block(row.version, row.artifact, row.sha256, scanned))
+        blocks.append(shipped_block(scanned, row.artifact, row.sha256))
     write_schema(blocks)
     print(f"wrote {len(blocks)} releases to {DATA.relative_to(ROOT)}", file=sys.stderr)
     if args.docs:

@@ -226,7 +226,7 @@ def check_config(
         finding = _value_finding(target, name, out.key, value, line)
         if finding is not None:
             findings.append(finding)
-    return sorted(findings, key=lambda f: (f.line or 0, f.key))
+    return sorted(findings, key=lambda f: f.line or 0)
 
 
 def _shadowed(
@@ -275,4 +275,4 @@ def check_file(
                     "silently)",
                 )
             )
-    return sorted(findings, key=lambda f: (f.line or 0, f.key))
+    return sorted(findings, key=lambda f: f.line or 0)

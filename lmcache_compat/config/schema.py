@@ -34,6 +34,7 @@ __all__ = [
     "compact_key",
     "load_schemas",
     "schema_for",
+    "shipped_block",
 ]
 
 DATA_FILE = "config_schema.json"
@@ -160,6 +161,25 @@ def compact_flag(spec: Mapping[str, Any]) -> dict[str, Any]:
     and the yes/no fields when no. A ``False`` or ``[]`` default is kept."""
     flags = ("required", "hidden", "deprecated", "negated")
     return {k: v for k, v in spec.items() if v is not None and not (k in flags and not v)}
+
+
+def shipped_block(scanned: Mapping[str, Any], artifact: str, sha256: str) -> dict[str, Any]:
+    """A scan (:func:`lmcache_compat.upstream.config_scan.scan_config`) as the shipped file
+    stores it: where it came from first, records compacted, and a command whose flags equal an
+    earlier command's written as ``{"same_as": ...}``."""
+    commands: dict[str, Any] = {}
+    for key, flags in scanned["mp_commands"].items():
+        same = next(k for k, v in scanned["mp_commands"].items() if v == flags)
+        commands[key] = (
+            {"same_as": same}
+            if same != key
+            else {flag: compact_flag(spec) for flag, spec in flags.items()}
+        )
+    out: dict[str, Any] = {"version": scanned["version"], "artifact": artifact, "sha256": sha256}
+    out.update({k: v for k, v in scanned.items() if k not in ("version", "keys", "mp_commands")})
+    out["keys"] = {name: compact_key(entry) for name, entry in scanned["keys"].items()}
+    out["mp_commands"] = commands
+    return out
 
 
 def compact_key(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,14 +10,17 @@ the same probes for those releases (``tests/tiers/real/test_config_loaders.py``)
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from lmcache_compat.config.schema import ReleaseSchema, load_schemas
+from lmcache_compat.config.schema import DATA_FILE, ReleaseSchema, load_schemas, shipped_block
+from lmcache_compat.upstream.config_scan import scan_config
 from lmcache_compat.upstream.matrix import load_matrix
+from lmcache_compat.upstream.shipped import read_data
 from tests.support.config_probes import (
     build_request,
     extract_sources,
@@ -62,6 +65,21 @@ def real(schema: ReleaseSchema, request_: dict[str, Any], site: Path | None) -> 
         assert "No module named 'torch'" in error, error[-2000:]
         return {}
     return run_probe(request_, site)
+
+
+def test_a_scan_of_this_release_is_its_shipped_block() -> None:
+    """What ``scripts/build_config_schema.py`` wrote for this release is what a scan of the
+    installed files (0.3.0: the fetched sdist) reads today."""
+    row = load_matrix().row(RELEASE)
+    target = (
+        str(Path(os.environ["LMCACHE_ENV_TMP"]) / row.artifact)
+        if row.artifact.endswith(".tar.gz")
+        else None
+    )
+    shipped = next(
+        b for b in json.loads(read_data(DATA_FILE))["releases"] if b["version"] == RELEASE
+    )
+    assert shipped_block(scan_config(target), row.artifact, row.sha256) == shipped
 
 
 def test_the_real_loader_proves_the_schema_and_the_model(
