@@ -19,9 +19,21 @@ __all__ = [
     "literal",
     "method",
     "modules_of",
+    "parents",
     "place_module",
     "string_constant",
+    "text",
 ]
+
+
+def text(node: ast.expr) -> str:
+    """Source text of ``node`` on one line."""
+    return " ".join(ast.unparse(node).split())
+
+
+def parents(node: ast.AST) -> dict[ast.AST, ast.AST]:
+    """Child -> parent for every node under ``node``."""
+    return {child: parent for parent in ast.walk(node) for child in ast.iter_child_nodes(parent)}
 
 
 def literal(node: ast.expr | None) -> Any:
