@@ -4,9 +4,14 @@ artifacts, and the facts the issue names (read from the data, not restated by th
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+import lmcache_compat.config.schema as schema_mod
+from lmcache_compat.config.check import check_config
 from lmcache_compat.config.resolver import resolve_name
 from lmcache_compat.config.schema import DATA_FILE, load_schemas, schema_for
 from lmcache_compat.errors import NotInMatrixError
@@ -97,3 +102,33 @@ def test_deprecation_messages_written_as_one_element_tuples_read_as_text() -> No
 def test_schema_for_a_release_neither_shipped_nor_installed() -> None:
     with pytest.raises(NotInMatrixError, match="not in the shipped configuration data"):
         schema_for("0.0.1")
+
+
+def test_an_installed_release_newer_than_the_data_is_read_from_its_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Day one: a release the shipped data does not list is checked from its own code."""
+    from lmcache_compat.upstream import config_scan
+    from tests.upstream.test_config_scan import _release
+
+    wheel = _release(tmp_path)
+    real_scan = config_scan.scan_config
+    monkeypatch.setattr(schema_mod, "installed_distribution_version", lambda name: "9.0.0")
+    monkeypatch.setattr(config_scan, "scan_config", lambda target=None: real_scan(wheel))
+    schema_mod._scanned_installed.cache_clear()
+    found = schema_for(None)
+    assert (found.version, found.source) == ("9.0.0", "scanned")
+    (finding,) = check_config({"listed_only": 1}, found)
+    assert "maps only deprecated names" in finding.detail
+    schema_mod._scanned_installed.cache_clear()
+
+
+def test_checking_a_mapping_needs_no_yaml_library() -> None:
+    code = (
+        "import sys\n"
+        "from lmcache_compat.config import check_config\n"
+        "assert check_config({'chunk_size': 256}, '0.5.6') == []\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('yaml', 'ruamel', 'lmcache')]\n"
+        "sys.exit(1 if bad else 0)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
