@@ -9,15 +9,19 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousLocationError",
     "BudgetExceededError",
+    "ConfigFileError",
     "DataFileError",
     "InvalidSourceError",
     "LMCacheCompatError",
     "LMCacheVersionError",
+    "MPFlagsError",
     "MPServerError",
     "MPVersionMismatchError",
     "MalformedResultError",
     "MetadataError",
+    "MigrationError",
     "MissingCapabilityError",
+    "MissingExtraError",
     "NotAnEngineError",
     "NotInMatrixError",
     "NotLMCacheError",
@@ -26,6 +30,7 @@ __all__ = [
     "SourceTooLargeError",
     "UnknownCapabilityError",
     "UnreadableArchiveError",
+    "UnsafeConfigError",
     "UnsupportedArgumentError",
     "UpstreamNotFoundError",
 ]
@@ -206,3 +211,32 @@ class AmbiguousLocationError(ScanError, ImportError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.candidates))
+
+
+# --- configuration files and command lines (lmcache_compat.config) --------------------------------
+
+
+class MissingExtraError(LMCacheCompatError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it
+    (``pip install 'lmcache-compat[config]'``)."""
+
+
+class ConfigFileError(LMCacheCompatError, ValueError):
+    """An LMCache configuration file cannot be read as LMCache reads it: not UTF-8, not YAML,
+    a top level that is not a mapping; the message names the file and the line."""
+
+
+class UnsafeConfigError(ConfigFileError):
+    """A configuration file refused for safety: a YAML tag that would construct an object,
+    aliases that expand past the budget, a file over its size budget or not a regular file."""
+
+
+class MPFlagsError(LMCacheCompatError, ValueError):
+    """MP server flags that cannot be translated between two releases; the message says which
+    flag and why (removed with no replacement, required, a value the release refuses)."""
+
+
+class MigrationError(LMCacheCompatError, ValueError):
+    """A configuration file that cannot be migrated as asked: ``--from`` is needed and could not
+    be inferred, duplicate keys, ``-o`` naming the input without ``--in-place``, or a rewrite
+    that would change more than the planned moves."""

@@ -24,6 +24,12 @@ from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
 from lmcache_compat.core.roles import CONNECTOR, ENGINE, MP_SCHEDULER, MP_WORKER  # noqa: E402
 from lmcache_compat.report.cli import STATUSES  # noqa: E402
+from lmcache_compat.report.config_tables import (  # noqa: E402
+    key_moves_markdown,
+    loader_markdown,
+    migrate_example_markdown,
+    mp_flag_moves_markdown,
+)
 from lmcache_compat.report.doctor import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
 from lmcache_compat.report.releases import ROLES, distinct  # noqa: E402
@@ -154,6 +160,8 @@ _BUDGET_WORDS = {
     "classes": "class bodies read in one scan (bases included, each once)",
     "parsed_bytes": "source bytes parsed in one scan",
     "reexports": "re-exports followed to find one class",
+    "config_bytes": "bytes of an LMCache configuration file (`config check`, `migrate`, doctor)",
+    "config_nodes": "nodes one configuration value may expand to through YAML aliases",
 }
 
 
@@ -183,6 +191,23 @@ def render_capabilities() -> str:
             )
     return "\n".join(rows) + "\n"
 
+
+#: The file docs/config.md migrates (in the shape of 0.3.5's documented examples), and from/to.
+MIGRATE_EXAMPLE = (
+    """\
+# LMCache configuration written for 0.3.5
+chunk_size: 256             # tokens per chunk
+local_cpu: true
+max_local_cpu_size: 5.0     # GB
+blend_recompute_ratio: 0.15
+plugin_locations: ["/opt/plugins"]
+external_backends: ["my_backend"]
+cufile_buffer_size: 512     # MiB
+error_handling: false
+""",
+    "0.3.5",
+    "0.5.6",
+)
 
 #: The pair the README's doctor example shows.
 EXAMPLE_PAIR = ("0.32.0", "0.3.9")
@@ -232,6 +257,10 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/cli.md", "exit-statuses"): render_statuses,
     ("docs/development.md", "where"): render_where,
     ("docs/testing.md", "distinct-releases"): render_distinct,
+    ("docs/config.md", "migrate-example"): lambda: migrate_example_markdown(*MIGRATE_EXAMPLE),
+    ("docs/config.md", "config-loaders"): loader_markdown,
+    ("docs/config.md", "config-key-moves"): key_moves_markdown,
+    ("docs/config.md", "mp-flag-moves"): mp_flag_moves_markdown,
 }
 
 

@@ -30,6 +30,7 @@ from lmcache_compat.errors import (
     ScanError,
 )
 from lmcache_compat.mp.server import server_release
+from lmcache_compat.report.doctor_config import ConfigJSON, config_report
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import parse_source
 from lmcache_compat.scan.sources import package_root, read_regular_file
@@ -169,6 +170,8 @@ class DoctorJSON(TypedDict):
     verdict: str
     issues: list[IssueJSON]
     notes: list[str]
+    #: The active configuration against the installed release (``config check``'s findings).
+    config: ConfigJSON
     mp_servers: NotRequired[list[ServerJSON]]
 
 
@@ -201,6 +204,7 @@ class DoctorReport:
     issues: tuple[Issue, ...]
     notes: tuple[str, ...]
     servers: tuple[ServerJSON, ...] = field(default=())
+    config: ConfigJSON = field(default_factory=lambda: ConfigJSON(checked=False))
 
     @property
     def verdict(self) -> str:
@@ -229,6 +233,7 @@ class DoctorReport:
             "verdict": self.verdict,
             "issues": [issue_json(i) for i in self.issues],
             "notes": list(self.notes),
+            "config": self.config,
         }
         if self.servers:
             out["mp_servers"] = list(self.servers)
@@ -290,6 +295,7 @@ def doctor_report() -> DoctorReport:
         pair=pair,
         issues=tuple(issues),
         notes=(*notes, *pair.notes, *((pair.reason,) if pair.reason else ())),
+        config=config_report(lmcache_raw),
     )
 
 

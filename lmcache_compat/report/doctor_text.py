@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 from lmcache_compat.mp.server import ROUTE
 from lmcache_compat.report.doctor import DoctorJSON, IssueJSON, ServerJSON
+from lmcache_compat.report.doctor_config import ConfigJSON
 from lmcache_compat.upstream.known_issues import issue
 
-__all__ = ["format_doctor", "format_mp_servers", "format_verdict"]
+__all__ = ["format_config", "format_doctor", "format_mp_servers", "format_verdict"]
 
 _EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
 
@@ -74,6 +75,7 @@ def format_doctor(report: DoctorJSON) -> str:
         lines.append(
             f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
         )
+    lines += ["", *format_config(report["config"])]
     lines += ["", *format_verdict(report["vllm"], lm, report["verdict"], report["issues"])]
     for note in report["notes"]:
         lines += ["", f"Note: {note}"]
@@ -112,4 +114,27 @@ def format_mp_servers(entries: Sequence[ServerJSON]) -> list[str]:
                 "not share a wire format (lookups time out; lmcache-compat raises MPServerError)"
             )
         lines.append(f"  MP server       {url}: {state}")
+    return lines
+
+
+def format_config(config: ConfigJSON) -> list[str]:
+    """The configuration block of ``doctor``: ``config check``'s findings for the active
+    configuration."""
+    if not config["checked"]:
+        return [f"Configuration: not checked ({config.get('reason', '')})"]
+    file = config.get("file")
+    what = f"{file} and the LMCACHE_* environment" if file else "the LMCACHE_* environment"
+    findings = config.get("findings", [])
+    lines = [f"Configuration ({what}, as LMCache {config.get('release')} reads it):"]
+    if "reason" in config:
+        lines.append(f"  note: {config['reason']}")
+    for f in findings:
+        where = f"env {f['key']}" if f["source"] == "env" else f"line {f['line']}: {f['key']}"
+        lines.append(f"  [{f['kind']}] {where}: {f['detail']}")
+        lines.append(f"      fix: {f['fix']}")
+    ignored = config.get("ignored", 0)
+    if not findings:
+        lines.append("  nothing would be ignored, renamed or read differently")
+    elif ignored:
+        lines.append(f"  {ignored} would be ignored: lmcache-compat config check shows the same")
     return lines

@@ -48,6 +48,10 @@ class Budgets:
     #: Class bodies read (bases included) and sources parsed in one scan.
     classes: int = 20_000
     parsed_bytes: int = 48 * 1024 * 1024
+    #: An LMCache configuration file (YAML): its bytes, and the nodes one top-level value may
+    #: expand to through aliases (real configurations are a few KB and a few dozen nodes).
+    config_bytes: int = 1024 * 1024
+    config_nodes: int = 100_000
 
 
 BUDGETS = Budgets()

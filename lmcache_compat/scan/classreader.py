@@ -102,6 +102,8 @@ class Module:
     classes: dict[str, ast.ClassDef]
     functions: set[str]
     imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
+    #: The parsed module (statement-level readers, such as the configuration scan, walk it).
+    tree: ast.Module | None = None
     #: Module-level ``Old = New`` / ``Old = module.New`` (a rename that keeps an alias).
     aliases: dict[str, ast.expr] = field(default_factory=dict)
     #: The modules of ``from x import *`` (a move that leaves a re-export behind), in order.
@@ -212,7 +214,9 @@ class Index:
                         top = alias.name.split(".")[0]
                         imports[top] = (top, None)
         frozen = None if exports is None else frozenset(exports)
-        return Module(relpath, dotted, classes, functions, imports, aliases, stars, frozen)
+        return Module(
+            relpath, dotted, classes, functions, imports, tree, aliases, stars, frozen
+        )
 
 
 def _dotted_name(node: ast.expr) -> str | None:

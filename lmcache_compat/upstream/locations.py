@@ -27,7 +27,19 @@ __all__ = [
     "BLOCK_STORED",
     "CACHE_REMOVE_EVENT",
     "CACHE_STORE_EVENT",
+    "CONFIG_ALIASES",
+    "CONFIG_ALIAS_RESOLVER",
+    "CONFIG_CLASS",
+    "CONFIG_DEFINITIONS",
+    "CONFIG_GETTER",
+    "CONFIG_GETTER_OLD",
+    "CONFIG_PLACES",
+    "CONFIG_SAFE_CONVERTER",
     "CONNECTOR_IMPL",
+    "CONTROLLER_DEFINITIONS",
+    "DEPRECATED_CONFIGS",
+    "EC_ENV_PREFIX",
+    "EC_FILE_PREFIX",
     "ENGINE",
     "ENGINE_BUILDER",
     "KV_CONNECTOR_BASE",
@@ -35,10 +47,17 @@ __all__ = [
     "KV_CONNECTOR_KV_EVENTS",
     "KV_CONNECTOR_OUTPUT",
     "KV_EVENT_AGGREGATOR",
+    "LEGACY_CONFIG_CLASS",
     "LMCACHE",
     "LMCACHE_SCANNED",
     "LOAD_STORE_OP",
+    "MP_CLI_COORDINATOR",
+    "MP_CLI_SERVER",
+    "MP_COMMANDS",
+    "MP_HTTP_SERVER_ARGS",
+    "MP_ORCHESTRATOR_ARGS",
     "MP_SCHEDULER",
+    "MP_SERVER_ARGS",
     "MP_WORKER",
     "NATIVE_CONNECTOR_IMPL",
     "NATIVE_LOAD_STORE_OP",
@@ -52,6 +71,7 @@ __all__ = [
     "VLLM",
     "VLLM_LMCACHE_CONNECTOR",
     "VLLM_LMCACHE_MP_CONNECTOR",
+    "MPCommand",
     "Place",
     "module_file",
 ]
@@ -68,7 +88,8 @@ class Place:
     name: str
     package: str
     modules: tuple[str, ...]
-    kind: Literal["class", "function"] = "class"
+    #: ``"table"``: a module-level assignment (a configuration table or constant).
+    kind: Literal["class", "function", "table"] = "class"
     #: Members that identify the symbol when a search by name finds several candidates
     #: (roles use the catalog's core methods instead; see :func:`resolve.identifying_members`).
     core: tuple[str, ...] = field(default=())
@@ -193,6 +214,96 @@ NATIVE_SCANNED: tuple[Place, ...] = (
     NATIVE_PARALLEL_STRATEGY,
 )
 
+# --- LMCache's configuration (read by lmcache_compat.upstream.config_scan; never imported) -----
+
+_CONFIG = "lmcache.v1.config"
+_CONFIG_BASE = "lmcache.v1.config_base"
+#: The engine configuration's key table (0.3.4 on: ``LMCacheEngineConfig`` is made from it), or,
+#: before it, the explicit ``LMCacheEngineConfig`` dataclass of the same module.
+CONFIG_DEFINITIONS = Place("_CONFIG_DEFINITIONS", LMCACHE, (_CONFIG,), kind="table")
+CONFIG_CLASS = Place("LMCacheEngineConfig", LMCACHE, (_CONFIG,), core=("from_file",))
+#: Old key -> new key, and old key -> deprecation message (0.3.4 on, beside the key table).
+CONFIG_ALIASES = Place("_CONFIG_ALIASES", LMCACHE, (_CONFIG,), kind="table")
+DEPRECATED_CONFIGS = Place("_DEPRECATED_CONFIGS", LMCACHE, (_CONFIG,), kind="table")
+#: What the loaders do with an old name (0.3.12 moved the loaders into ``config_base``).
+CONFIG_ALIAS_RESOLVER = Place(
+    "_resolve_config_aliases", LMCACHE, (_CONFIG_BASE, _CONFIG), kind="function"
+)
+#: A file value that fails its converter: a warning and ``None`` where this exists (0.3.12).
+CONFIG_SAFE_CONVERTER = Place(
+    "_apply_env_converter_safely", LMCACHE, (_CONFIG_BASE, _CONFIG), kind="function"
+)
+#: The getters vLLM's connector calls: which file, and whether the environment overrides it.
+_VLLM_UTILS = "lmcache.integration.vllm.utils"
+CONFIG_GETTER = Place("lmcache_get_or_create_config", LMCACHE, (_VLLM_UTILS,), kind="function")
+CONFIG_GETTER_OLD = Place("lmcache_get_config", LMCACHE, (_VLLM_UTILS,), kind="function")
+#: The encoder-cache (EC) overrides of the same file and environment (0.4.5 on).
+EC_FILE_PREFIX = Place("_EC_FILE_PREFIX", LMCACHE, (_CONFIG,), kind="table")
+EC_ENV_PREFIX = Place("_EC_ENV_PREFIX", LMCACHE, (_CONFIG,), kind="table")
+#: The configuration chosen when ``LMCACHE_USE_EXPERIMENTAL`` is false (removed in 0.3.12).
+LEGACY_CONFIG_CLASS = Place("LMCacheEngineConfig", LMCACHE, ("lmcache.config",))
+#: The cache controller's own configuration (its own file and environment prefix).
+CONTROLLER_DEFINITIONS = Place(
+    "_CONTROLLER_CONFIG_DEFINITIONS",
+    LMCACHE,
+    ("lmcache.inprocess.v1.cache_controller.config", "lmcache.v1.cache_controller.config"),
+    kind="table",
+)
+
+# --- the multi-process server's command lines (argparse, read statically) ----------------------
+
+MP_SERVER_ARGS = Place("parse_args", LMCACHE, ("lmcache.v1.multiprocess.server",), kind="function")
+MP_HTTP_SERVER_ARGS = Place(
+    "parse_args", LMCACHE, ("lmcache.v1.multiprocess.http_server",), kind="function"
+)
+MP_CLI_SERVER = Place(
+    "ServerCommand", LMCACHE, ("lmcache.cli.commands.server",), core=("add_arguments",)
+)
+MP_CLI_COORDINATOR = Place(
+    "CoordinatorCommand", LMCACHE, ("lmcache.cli.commands.coordinator",), core=("add_arguments",)
+)
+MP_ORCHESTRATOR_ARGS = Place(
+    "parse_args", LMCACHE, ("lmcache.v1.memory_orchestrator.server",), kind="function"
+)
+
+
+@dataclass(frozen=True)
+class MPCommand:
+    """One way to start an MP process: its id, the command a user types, where its flags are."""
+
+    key: str
+    command: str
+    place: Place
+
+
+#: Every MP command line whose flags the configuration schema records.
+MP_COMMANDS: tuple[MPCommand, ...] = (
+    MPCommand("server", f"python -m {MP_SERVER_ARGS.modules[0]}", MP_SERVER_ARGS),
+    MPCommand("http_server", f"python -m {MP_HTTP_SERVER_ARGS.modules[0]}", MP_HTTP_SERVER_ARGS),
+    MPCommand("cli_server", "lmcache server", MP_CLI_SERVER),
+    MPCommand("cli_coordinator", "lmcache coordinator", MP_CLI_COORDINATOR),
+    MPCommand(
+        "memory_orchestrator", f"python -m {MP_ORCHESTRATOR_ARGS.modules[0]}", MP_ORCHESTRATOR_ARGS
+    ),
+)
+
+#: What the configuration scan reads.
+CONFIG_PLACES: tuple[Place, ...] = (
+    CONFIG_DEFINITIONS,
+    CONFIG_CLASS,
+    CONFIG_ALIASES,
+    DEPRECATED_CONFIGS,
+    CONFIG_ALIAS_RESOLVER,
+    CONFIG_SAFE_CONVERTER,
+    CONFIG_GETTER,
+    CONFIG_GETTER_OLD,
+    EC_FILE_PREFIX,
+    EC_ENV_PREFIX,
+    LEGACY_CONFIG_CLASS,
+    CONTROLLER_DEFINITIONS,
+    *(c.place for c in MP_COMMANDS),
+)
+
 #: Every place, for tests and tools.
 PLACES: tuple[Place, ...] = (
     *LMCACHE_SCANNED,
@@ -209,4 +320,5 @@ PLACES: tuple[Place, ...] = (
     KV_CONNECTOR_KV_EVENTS,
     KV_EVENT_AGGREGATOR,
     KV_CONNECTOR_OUTPUT,
+    *CONFIG_PLACES,
 )

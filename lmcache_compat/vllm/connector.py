@@ -16,7 +16,9 @@ module only turns that plan into a vLLM connector. What differs from vLLM's in-t
 * releases before 0.3.12 (no ``register_kv_caches``) are handed the KV caches vLLM registers;
 * sleep mode (vLLM 0.33): ``supports_sleep_mode`` answers from the installed release's files,
   and ``unregister_kv_caches`` / ``restore_kv_caches`` reach an engine that has them;
-* one warning at start-up names what the installed LMCache release lacks and what that costs.
+* one warning at start-up names what the installed LMCache release lacks and what that costs;
+* the scheduler side logs, once, what the installed release would ignore or read differently in
+  its configuration (:mod:`~lmcache_compat.vllm.startup_config`).
 
 Drop-in for vLLM's own unit tests of its connector
 (``tests/v1/kv_connector/unit/test_lmcache_connector.py``, run against this class by the grid
@@ -48,6 +50,7 @@ from lmcache_compat.vllm.decisions import (
 from lmcache_compat.vllm.events import CompatKVEvents, events_factory, shared_collector
 from lmcache_compat.vllm.facts import VllmFacts, vllm_facts
 from lmcache_compat.vllm.plugin import CONNECTOR_NAME
+from lmcache_compat.vllm.startup_config import log_startup_check, wants_config_check
 
 __all__ = ["LMCacheCompatConnector"]
 
@@ -96,6 +99,8 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
         else:
             super().__init__(vllm_config=vllm_config, role=role)
         native = _native(getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None))
+        if wants_config_check(role):  # once per process, before LMCache reads its configuration
+            log_startup_check(logger)
         self.attach(impl_class(native)(vllm_config, role, self), native=native, strict=True)
 
     def attach(self, engine: Any, *, native: bool = False, strict: bool = False) -> None:

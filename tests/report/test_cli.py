@@ -33,6 +33,7 @@ def test_doctor_runs_as_a_module_and_as_json() -> None:
     assert report["lmcache_compat"] == __version__
     assert {c["capability"] for c in report["capabilities"]} >= {"kv_events", "shutdown"}
     assert report["verdict"] in ("ok", "degraded", "unknown", "broken")
+    assert report["config"]["checked"] is False  # no LMCache in the unit tier
 
 
 def test_doctor_without_lmcache_or_vllm(

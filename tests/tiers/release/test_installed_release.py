@@ -2,7 +2,8 @@
 
 tox sets ``LMCACHE_RELEASE`` to the env's name (``release-X``) and ``LMCACHE_ENV_TMP`` to its
 temp dir, where ``prepare.py`` fetched the sdist of a release that cannot be installed here
-(0.3.0). Nothing here imports LMCache.
+(0.3.0). Nothing here imports LMCache (``test_config_loaders.py`` runs the real config loader
+in a subprocess).
 """
 
 from __future__ import annotations
@@ -103,6 +104,13 @@ def test_doctor_reports_this_release(row) -> None:  # type: ignore[no-untyped-de
 
     report = json.loads(r.stdout)
     assert report["lmcache"] == (None if ARTIFACT else RELEASE)
+    # the active configuration is checked against this release (tox passes no LMCACHE_*)
+    assert report["config"]["checked"] is (not ARTIFACT), report["config"]
+    if not ARTIFACT:  # tox's own LMCACHE_RELEASE / LMCACHE_ENV_TMP: read by no release
+        assert report["config"]["release"] == RELEASE
+        found = {(f["key"], f["kind"], f["effect"]) for f in report["config"]["findings"]}
+        tox_vars = {k for k in os.environ if k.startswith("LMCACHE_")}
+        assert found == {(k, "ignored", "dropped") for k in tox_vars}, found
     if not ARTIFACT:  # what doctor expects from the version is what the release has
         expected = {c["capability"]: c["expected"] == "yes" for c in report["capabilities"]}
         assert expected == dict(row.capabilities)
