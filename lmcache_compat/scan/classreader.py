@@ -214,9 +214,7 @@ class Index:
                         top = alias.name.split(".")[0]
                         imports[top] = (top, None)
         frozen = None if exports is None else frozenset(exports)
-        return Module(
-            relpath, dotted, classes, functions, imports, tree, aliases, stars, frozen
-        )
+        return Module(relpath, dotted, classes, functions, imports, tree, aliases, stars, frozen)
 
 
 def _dotted_name(node: ast.expr) -> str | None:
