@@ -88,7 +88,7 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
         for j, key in enumerate(keys):
             comma = "," if j < len(keys) - 1 else ""
             value = row[key]
-            if key in ("properties", "modules") and value:
+            if key in ("properties", "modules", "functions") and value:
                 lines.append(f"{json.dumps(key)}: {{")
                 classes = list(value)
                 for k, cls in enumerate(classes):
@@ -165,6 +165,7 @@ def main() -> int:
                 "surfaces": result["surfaces"],
                 "properties": result["properties"],
                 "details": result["details"],
+                "functions": result["functions"],
             }
         )
     write_matrix(rows)

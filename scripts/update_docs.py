@@ -22,7 +22,13 @@ sys.path.insert(0, str(ROOT))
 
 from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
-from lmcache_compat.core.roles import CONNECTOR, ENGINE, MP_SCHEDULER, MP_WORKER  # noqa: E402
+from lmcache_compat.core.roles import (  # noqa: E402
+    CONNECTOR,
+    ENGINE,
+    MP_SCHEDULER,
+    MP_WORKER,
+    SGLANG_LAYERWISE,
+)
 from lmcache_compat.report.cli import STATUSES  # noqa: E402
 from lmcache_compat.report.doctor import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
@@ -42,6 +48,7 @@ ADAPTERS = {
     MP_SCHEDULER: ("MPSchedulerAdapter", "mp/adapters.py"),
     MP_WORKER: ("MPWorkerAdapter", "mp/adapters.py"),
     ENGINE: ("EngineAdapter", "engine/adapter.py"),
+    SGLANG_LAYERWISE: ("SGLangLayerwiseAdapter", "sglang/adapters.py"),
 }
 #: Modules that state or report capabilities rather than adapt them.
 _NOT_ADAPTING = {

@@ -294,7 +294,7 @@ def doctor_report() -> DoctorReport:
 
 
 def _capability(row: CapabilitySpec, lmcache: Any, result: ScanResult | None) -> CapabilityJSON:
-    expected = expectation(row.since, lmcache)
+    expected = expectation(row.since, lmcache, row.removed)
     entry: CapabilityJSON = {
         "capability": row.capability.value,
         "member": row.member,

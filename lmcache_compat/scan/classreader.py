@@ -97,7 +97,8 @@ class Module:
     relpath: str
     dotted: str
     classes: dict[str, ast.ClassDef]
-    functions: set[str]
+    #: Top-level functions (in ``if``/``try`` blocks too), by name.
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
     imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
 
 
@@ -155,13 +156,13 @@ class Index:
             dotted = dotted[: -len(".__init__")]
         package_parts = dotted.split(".") if is_init else dotted.split(".")[:-1]
         classes: dict[str, ast.ClassDef] = {}
-        functions: set[str] = set()
+        functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         imports: dict[str, tuple[str, str | None]] = {}
         for node in top_level(tree.body):
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.add(node.name)
+                functions.setdefault(node.name, node)
             elif isinstance(node, ast.ImportFrom):
                 if node.level:
                     keep = len(package_parts) - (node.level - 1)

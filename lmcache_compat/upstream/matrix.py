@@ -44,8 +44,10 @@ class ReleaseRow:
     details: Mapping[str, Mapping[str, Mapping[str, Any]]]
     missing_classes: tuple[str, ...]
     properties: Mapping[str, list[str]] = field(default_factory=dict)
-    #: class -> the dotted module that defines it.
+    #: class (or function) -> the dotted module that defines it.
     modules: Mapping[str, str] = field(default_factory=dict)
+    #: function -> ``{"params": [...], **details}`` (``lmcache_get_config``).
+    functions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReleaseRow:
@@ -59,6 +61,7 @@ class ReleaseRow:
             missing_classes=tuple(data.get("missing_classes", ())),
             properties=data.get("properties", {}),
             modules=data.get("modules", {}),
+            functions=data.get("functions", {}),
         )
 
     @property
@@ -82,6 +85,13 @@ class ReleaseRow:
             facts[name] = MethodFacts(None, kind="property")
         return facts
 
+    def function(self, name: str) -> MethodFacts | None:
+        """The facts of function ``name`` (``None``: the release does not have it)."""
+        entry = self.functions.get(name)
+        if entry is None:
+            return None
+        return from_json(list(entry["params"]), {k: v for k, v in entry.items() if k != "params"})
+
     def classes(self) -> dict[str, dict[str, MethodFacts]]:
         return {cls: self.facts(cls) for cls in self.surfaces}
 
@@ -96,6 +106,7 @@ class ReleaseRow:
             "properties": {k: list(v) for k, v in self.properties.items()},
             "details": {k: dict(v) for k, v in self.details.items()},
             "missing_classes": list(self.missing_classes),
+            "functions": {k: dict(v) for k, v in self.functions.items()},
         }
 
 
@@ -136,9 +147,14 @@ class ReleaseMatrix:
 
     def since(self, capability: Capability | str) -> str | None:
         """The first release from which on *every* release has ``capability`` (the version a
-        ``pip install -U 'lmcache>=X'`` hint must name), or ``None`` if the newest lacks it."""
+        ``pip install -U 'lmcache>=X'`` hint must name), or ``None`` if the newest lacks it.
+        For a capability a release removed (the catalog's ``removed``), the releases from that
+        one on do not count: the first release of the run that ends just before it."""
+        removed = Capability(capability).removed
         first: str | None = None
         for r in reversed(self.rows):
+            if removed is not None and Version(r.version) >= Version(removed):
+                continue
             if not r.has(capability):
                 break
             first = r.version
