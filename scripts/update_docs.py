@@ -32,12 +32,14 @@ from lmcache_compat.core.roles import (  # noqa: E402
 from lmcache_compat.report.cli import STATUSES  # noqa: E402
 from lmcache_compat.report.doctor import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
+from lmcache_compat.report.sglang_tables import sglang_grid_markdown  # noqa: E402
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
 from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402
 from lmcache_compat.upstream.known_issues import verdict  # noqa: E402
 from lmcache_compat.upstream.locations import PLACES  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
+from lmcache_compat.upstream.sglang_grid import load_sglang_grid  # noqa: E402
 
 PACKAGE = ROOT / "lmcache_compat"
 TESTS = ROOT / "tests"
@@ -221,6 +223,9 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "doctor-example"): render_doctor_example,
     ("README.md", "exit-statuses"): render_statuses,
     ("docs/vllm.md", "grid"): lambda: grid_markdown(load_grid()),
+    ("docs/sglang.md", "sglang-grid"): lambda: sglang_grid_markdown(
+        load_sglang_grid(), load_matrix()
+    ),
     ("docs/mp.md", "arguments"): render_arguments_markdown,
     ("docs/releases.md", "release-matrix"): lambda: matrix_markdown(load_matrix()),
     ("docs/locations.md", "locations"): render_locations,

@@ -113,6 +113,8 @@ SGLANG_LAYERWISE = Role(
         ("start_load_kv", ("load_metadata",)),
         ("load_kv_layerwise", ("layer_id",)),
         ("store_kv", ("store_metadata",)),
+        ("reset", ()),
+        ("close", ()),
     ),
 )
 #: ``LMCacheMPConnector``: the multi-process connector (0.4.6 ... 0.5.6).

@@ -274,6 +274,59 @@ SGLANG_SCANNED: tuple[Place, ...] = (
     SGLANG_GET_CONFIG,
 )
 
+# --- sglang (what its LMCache integration, plugin loader and cache registry are) ----------------
+
+_SG_MEM = "sglang.srt.mem_cache."
+_SG_LMC = _SG_MEM + "storage.lmcache."
+#: sglang is large: a search by name stays in its runtime package.
+_SRT = "sglang.srt"
+#: sglang's own LMCache radix caches: ``LMCRadixCache`` (0.5.2 ... 0.5.20) over the in-process
+#: and legacy MP connectors, ``LMCacheUnifiedRadixCache`` (0.5.21 on) over the unified one.
+SGLANG_LMC_RADIX_CACHE = Place(
+    "LMCRadixCache", SGLANG, (_SG_LMC + "lmc_radix_cache",), core=("match_prefix",), under=_SRT
+)
+SGLANG_LMC_UNIFIED_CACHE = Place(
+    "LMCacheUnifiedRadixCache",
+    SGLANG,
+    (_SG_LMC + "lmcache_unified_radix_cache",),
+    core=("match_prefix",),
+    under=_SRT,
+)
+SGLANG_CACHES: tuple[Place, ...] = (SGLANG_LMC_RADIX_CACHE, SGLANG_LMC_UNIFIED_CACHE)
+#: The radix-cache registry (0.5.13 on): ``--radix-cache-backend NAME`` builds the factory
+#: registered under NAME with a ``TreeCacheBuildContext``.
+_SG_REGISTRY = (_SG_MEM + "registry",)
+SGLANG_REGISTER_BACKEND = Place(
+    "register_radix_cache_backend", SGLANG, _SG_REGISTRY, kind="function", under=_SRT
+)
+SGLANG_GET_FACTORY = Place(
+    "get_radix_cache_factory", SGLANG, _SG_REGISTRY, kind="function", under=_SRT
+)
+SGLANG_BUILD_CONTEXT = Place(
+    "TreeCacheBuildContext", SGLANG, _SG_REGISTRY, core=("params", "server_args"), under=_SRT
+)
+#: The general-plugin loader (entry points, called with no arguments in each process).
+SGLANG_LOAD_PLUGINS = Place(
+    "load_plugins", SGLANG, ("sglang.srt.plugins",), kind="function", under=_SRT
+)
+#: What the lmcache-compat radix-cache backend builds on.
+SGLANG_RADIX_CACHE = Place(
+    "RadixCache", SGLANG, (_SG_MEM + "radix_cache",), core=("match_prefix",), under=_SRT
+)
+SGLANG_RADIX_KEY = Place("RadixKey", SGLANG, (_SG_MEM + "radix_cache",), under=_SRT)
+SGLANG_TREE_NODE = Place("TreeNode", SGLANG, (_SG_MEM + "radix_cache",), under=_SRT)
+_SG_BASE = (_SG_MEM + "base_prefix_cache",)
+SGLANG_MATCH_PARAMS = Place("MatchPrefixParams", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_MATCH_RESULT = Place("MatchResult", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_EVICT_PARAMS = Place("EvictParams", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_EVICT_RESULT = Place("EvictResult", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_REQ = Place("Req", SGLANG, ("sglang.srt.managers.schedule_batch",), under=_SRT)
+SGLANG_COMPONENT_TYPE = Place(
+    "ComponentType", SGLANG, (_SG_MEM + "unified_cache.components",), under=_SRT
+)
+#: What the lmcache-compat backend reads of sglang's internals (the variant it builds).
+SGLANG_INTERNALS: tuple[Place, ...] = (SGLANG_RADIX_CACHE, SGLANG_RADIX_KEY, SGLANG_REQ)
+
 #: What ``scan`` reports for an LMCache release, and for vLLM's vendored copy.
 LMCACHE_SCANNED: tuple[Place, ...] = (
     CONNECTOR_IMPL,
