@@ -32,7 +32,10 @@ from lmcache_compat.core.roles import (  # noqa: E402
 from lmcache_compat.report.cli import STATUSES  # noqa: E402
 from lmcache_compat.report.doctor import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
-from lmcache_compat.report.sglang_tables import sglang_grid_markdown  # noqa: E402
+from lmcache_compat.report.sglang_tables import (  # noqa: E402
+    sglang_grid_markdown,
+    variants_markdown,
+)
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
 from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402
@@ -223,6 +226,7 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "doctor-example"): render_doctor_example,
     ("README.md", "exit-statuses"): render_statuses,
     ("docs/vllm.md", "grid"): lambda: grid_markdown(load_grid()),
+    ("docs/sglang.md", "sglang-variants"): lambda: variants_markdown(load_sglang_grid()),
     ("docs/sglang.md", "sglang-grid"): lambda: sglang_grid_markdown(
         load_sglang_grid(), load_matrix()
     ),

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-FORBIDDEN = ("torch", "vllm", "lmcache", "numpy", "importlib.metadata")
+FORBIDDEN = ("torch", "vllm", "lmcache", "sglang", "numpy", "importlib.metadata")
 
 
 def _modules_after(code: str) -> set[str]:
@@ -35,4 +35,13 @@ def test_probe_and_adapter_need_none_of_them_either() -> None:
     )
     mods = _modules_after(code)
     for name in ("torch", "vllm", "lmcache"):
+        assert not any(m == name or m.startswith(name + ".") for m in mods), name
+
+
+def test_the_sglang_package_and_its_plugin_import_none_of_them() -> None:
+    mods = _modules_after(
+        "import lmcache_compat.sglang, lmcache_compat.sglang.plugin\n"
+        "from lmcache_compat.sglang import BACKEND_NAME, plan, VARIANTS\n"
+    )
+    for name in ("torch", "vllm", "lmcache", "sglang"):
         assert not any(m == name or m.startswith(name + ".") for m in mods), name

@@ -6,7 +6,7 @@ The installed sglang is read with :func:`~lmcache_compat.upstream.sglang_reader.
 (the reader that produced the shipped sglang grid) and bound against a scan of the installed
 LMCache with :func:`~lmcache_compat.upstream.sglang_bind.bind_pair` (the same binding): for an
 sglang release of the grid the verdict is the grid's. The fix names the lmcache-compat plugin
-where it serves the pair (:func:`~lmcache_compat.sglang.plan.plan`), else the LMCache releases
+where it serves the pair (:func:`~lmcache_compat.sglang.decisions.plan`), else the LMCache releases
 sglang's own integration works with (the same binding over every release of the matrix).
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from lmcache_compat.errors import LMCacheCompatError
 from lmcache_compat.report.tables import _spans
-from lmcache_compat.sglang.plan import plan
+from lmcache_compat.sglang.decisions import plan
 from lmcache_compat.sglang.plugin import BACKEND_NAME
 from lmcache_compat.upstream.known_issues import Fix, Issue, other, overall
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix

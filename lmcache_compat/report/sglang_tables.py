@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from packaging.version import Version
-
 from lmcache_compat.report.tables import _spans
-from lmcache_compat.sglang.plan import plan
+from lmcache_compat.sglang.decisions import plan
 from lmcache_compat.upstream.matrix import ReleaseMatrix
 from lmcache_compat.upstream.sglang_bind import PairJSON, default_mode
 from lmcache_compat.upstream.sglang_grid import Run, SglangGrid
 
-__all__ = ["plugin_spans", "run_summary", "sglang_grid_markdown", "sglang_grid_text"]
+__all__ = [
+    "plugin_spans",
+    "run_summary",
+    "sglang_grid_markdown",
+    "sglang_grid_text",
+    "variants_markdown",
+]
 
 
 def _group(versions: list[str], label: Callable[[str], str | None]) -> list[tuple[str, list[str]]]:
@@ -129,5 +133,19 @@ def sglang_grid_text(grid: SglangGrid, matrix: ReleaseMatrix, only: str | None =
     return "\n".join(lines) + "\n"
 
 
-def _sorted(versions: Iterable[str]) -> list[str]:
-    return sorted(versions, key=Version)
+def variants_markdown(grid: SglangGrid) -> str:
+    """The backend's variants: the sglang releases each serves (from the grid), what it relies
+    on, and what the sglang tier round-trips for real."""
+    from lmcache_compat.sglang.variants import VARIANTS  # lazy: a light table
+
+    rows = [
+        "| variant | sglang releases (grid) | relies on | verified by the sglang tier |",
+        "|---|---|---|---|",
+    ]
+    for variant in VARIANTS:
+        served = [r.sglang for r in grid.releases if r.variant == variant.name]
+        span = _spans(served, grid.versions) or "-"
+        verified = "; ".join(f"{mode} over LMCache {spec}" for mode, spec in variant.verified)
+        on = f" (on sglang {variant.tested_on})" if variant.tested_on else ""
+        rows.append(f"| `{variant.name}` | {span} | {variant.summary} | {verified or '-'}{on} |")
+    return "\n".join(rows) + "\n"

@@ -10,15 +10,52 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lmcache_compat.sglang.plan import Plan, plan
+    from lmcache_compat.sglang.adapters import (
+        CompletedFuture,
+        SGLangLayerwiseAdapter,
+        SGLangMPAdapter,
+        SGLangUnifiedAdapter,
+    )
+    from lmcache_compat.sglang.backend import BackendRefused
+    from lmcache_compat.sglang.decisions import Plan, plan
+    from lmcache_compat.sglang.metadata import MetadataBuilder
+    from lmcache_compat.sglang.plugin import BACKEND_NAME, register
+    from lmcache_compat.sglang.upstream import SGLangImportError, load_config, torch_group
     from lmcache_compat.sglang.variants import VARIANTS, Variant
 
-__all__ = ["VARIANTS", "Plan", "Variant", "plan"]
+__all__ = [
+    "BACKEND_NAME",
+    "VARIANTS",
+    "BackendRefused",
+    "CompletedFuture",
+    "MetadataBuilder",
+    "Plan",
+    "SGLangImportError",
+    "SGLangLayerwiseAdapter",
+    "SGLangMPAdapter",
+    "SGLangUnifiedAdapter",
+    "Variant",
+    "load_config",
+    "plan",
+    "register",
+    "torch_group",
+]
 
 #: Public name -> the module that defines it (imported on first use).
 _LAZY = {
-    "Plan": "lmcache_compat.sglang.plan",
-    "plan": "lmcache_compat.sglang.plan",
+    "BACKEND_NAME": "lmcache_compat.sglang.plugin",
+    "register": "lmcache_compat.sglang.plugin",
+    "BackendRefused": "lmcache_compat.sglang.backend",
+    "CompletedFuture": "lmcache_compat.sglang.adapters",
+    "SGLangLayerwiseAdapter": "lmcache_compat.sglang.adapters",
+    "SGLangMPAdapter": "lmcache_compat.sglang.adapters",
+    "SGLangUnifiedAdapter": "lmcache_compat.sglang.adapters",
+    "MetadataBuilder": "lmcache_compat.sglang.metadata",
+    "SGLangImportError": "lmcache_compat.sglang.upstream",
+    "load_config": "lmcache_compat.sglang.upstream",
+    "torch_group": "lmcache_compat.sglang.upstream",
+    "Plan": "lmcache_compat.sglang.decisions",
+    "plan": "lmcache_compat.sglang.decisions",
     "VARIANTS": "lmcache_compat.sglang.variants",
     "Variant": "lmcache_compat.sglang.variants",
 }

@@ -2,7 +2,7 @@
 
 :func:`build` runs when sglang builds its tree cache, at start-up. It reads the installed
 sglang and LMCache from their files (nothing new is imported to decide), asks
-:func:`~lmcache_compat.sglang.plan.plan` what to build, and either builds it or refuses in one
+:func:`~lmcache_compat.sglang.decisions.plan` what to build, and either builds it or refuses in one
 line naming the LMCache releases that work (:class:`BackendRefused`), never deep in a request:
 
 * sglang 0.5.13 ... 0.5.20 (radix variants): :class:`~lmcache_compat.sglang.radix` over the
@@ -26,7 +26,7 @@ import os
 from typing import Any
 
 from lmcache_compat.errors import LMCacheCompatError
-from lmcache_compat.sglang.plan import MODES, Mode, Plan, plan
+from lmcache_compat.sglang.decisions import MODES, Mode, Plan, plan
 from lmcache_compat.sglang.upstream import config_path
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.resolve import find

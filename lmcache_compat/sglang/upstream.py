@@ -67,7 +67,12 @@ def find_sglang(place: loc.Place) -> Any:
     except UpstreamNotFoundError:
         raise
     except ImportError as exc:
-        missing = f" (HINT: pip install {exc.name.split('.')[0]})" if exc.name else ""
+        top = (exc.name or "").split(".")[0]
+        missing = ""
+        if isinstance(exc, ModuleNotFoundError) and top and top != loc.LMCACHE:
+            missing = f" (HINT: pip install {top})"  # a dependency LMCache imports is missing
+        elif top == loc.LMCACHE:
+            missing = " (a compiled part of LMCache failed to load: see the error)"
         raise SGLangImportError(
             f"cannot import {dotted} (LMCache {version}, for {place.name}): "
             f"{type(exc).__name__}: {exc}{missing}"

@@ -49,6 +49,24 @@ class Variant:
     #: ``RADIX_FACTS`` -> the value this variant relies on (``unified``: none).
     internals: Mapping[str, bool] = field(default_factory=dict)
     summary: str = ""
+    #: ``(mode, LMCache specifier)``: what the sglang tier (tests/tiers/sglang) round-trips
+    #: for real through sglang's registry on CPU, for the sglang release it installs of this
+    #: variant. The plugin serves other pairs the plan allows too, and says at start-up that
+    #: they are not verified. The tier runs every row (a test ties them).
+    verified: tuple[tuple[str, str], ...] = ()
+    #: The sglang release the tier installs to verify this variant (``None``: none).
+    tested_on: str | None = None
+
+    def verifies(self, mode: str, lmcache: str) -> bool:
+        """Whether the tier round-trips ``mode`` over LMCache ``lmcache`` for this variant."""
+        from packaging.specifiers import SpecifierSet  # lazy: only the plan asks
+        from packaging.version import Version
+
+        public = Version(Version(lmcache).public)
+        return any(
+            m == mode and SpecifierSet(spec).contains(public, prereleases=True)
+            for m, spec in self.verified
+        )
 
 
 VARIANTS: tuple[Variant, ...] = (
@@ -99,6 +117,10 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": False,
         },
         "RadixKey.raw_token_ids() and cache_salt; Req.kv.kv_committed_len; kv_events",
+        # in-process: every release whose in-process connector runs on CPU; MP: the release
+        # whose CPU server takes the connector's tensors (with the CPU layout stand-in)
+        verified=(("in-process", ">=0.4.6,<0.5.7rc2"), ("mp", "==0.5.6")),
+        tested_on="0.5.20",
     ),
     Variant(
         "unified-0.5.21",
@@ -106,6 +128,8 @@ VARIANTS: tuple[Variant, ...] = (
         "0.5.21 ... 0.5.23",
         {},
         "sglang's own LMCacheUnifiedRadixCache, its connector bound through lmcache-compat",
+        verified=(("unified-mp", ">=0.5.6"),),
+        tested_on="0.5.23",
     ),
 )
 _BY_NAME = {v.name: v for v in VARIANTS}

@@ -102,7 +102,14 @@ def plan(
                 f"{_range(Capability.SGLANG_UNIFIED_MP)}); lmcache-compat builds no unified "
                 "cache over the older protocols"
             )
-        return Plan(version, lmcache, True, "unified-mp", variant)
+        return Plan(
+            version,
+            lmcache,
+            True,
+            "unified-mp",
+            variant,
+            note=_unverified(variant, "unified-mp", lmcache),
+        )
     available = [m for m, cap in _MODE_CAPABILITY.items() if has[cap]]
     if not available:
         return refuse(
@@ -118,12 +125,18 @@ def plan(
             f"{chosen} mode needs {_range(_MODE_CAPABILITY[chosen])} (this LMCache offers "
             f"{' and '.join(available)})"
         )
-    note = ""
-    if chosen == "in-process" and (
+    return Plan(version, lmcache, True, chosen, variant, note=_unverified(variant, chosen, lmcache))
+
+
+def _unverified(variant: Variant, mode: str, lmcache: str | None) -> str:
+    """``""`` for a pair lmcache-compat's sglang tier round-trips, else what it did not."""
+    if lmcache is not None and variant.verifies(mode, lmcache):
+        return ""
+    why = ""
+    if mode == "in-process" and (
         lmcache is None or Version(Version(lmcache).public) < Version(CPU_IN_PROCESS_FROM)
     ):
-        note = (
-            f"not verified by lmcache-compat's tests: the in-process connector of LMCache "
-            f"before {CPU_IN_PROCESS_FROM} needs CUDA"
-        )
-    return Plan(version, lmcache, True, chosen, variant, note=note)
+        why = f": the in-process connector of LMCache before {CPU_IN_PROCESS_FROM} needs CUDA"
+    elif variant.tested_on is None:
+        why = f": no sglang release of variant {variant.name} is installed by the tests"
+    return f"not verified by lmcache-compat's tests{why}"
