@@ -58,31 +58,48 @@ class MissingCapabilityError(LMCacheCompatError):
         cls_name: str,
         installed: str | None,
         since: str,
+        removed: str | None = None,
     ) -> None:
         self.capability = capability
         self.member = member
         self.cls_name = cls_name
         self.installed = installed
         self.since = since
+        self.removed = removed
+        if removed is None:
+            span = f"first LMCache release that has it: {since}"
+            hint = f"pip install -U 'lmcache>={since}'"
+        else:
+            span = f"LMCache releases that have it: {since} ... (removed in {removed})"
+            hint = f"pip install 'lmcache>={since},<{removed}'"
         super().__init__(
             f"LMCache capability {capability!r} ({member}) is missing on class {cls_name}; "
-            f"installed LMCache version: {installed or 'unknown'}; "
-            f"first LMCache release that has it: {since}.\n"
-            f"HINT: pip install -U 'lmcache>={since}'"
+            f"installed LMCache version: {installed or 'unknown'}; {span}.\nHINT: {hint}"
         )
 
     def __reduce__(self) -> tuple[object, ...]:  # keep pickling (multiprocessing) working
-        return (
-            _rebuild_missing,
-            (self.capability, self.member, self.cls_name, self.installed, self.since),
-        )
+        state = {
+            "capability": self.capability,
+            "member": self.member,
+            "cls_name": self.cls_name,
+            "installed": self.installed,
+            "since": self.since,
+            "removed": self.removed,
+        }
+        return (_rebuild_missing, (state,))
 
 
-def _rebuild_missing(
-    capability: str, member: str, cls_name: str, installed: str | None, since: str
-) -> MissingCapabilityError:
+def _rebuild_missing(state: dict[str, str | None]) -> MissingCapabilityError:
+    capability, member, cls_name, since = (
+        str(state[k]) for k in ("capability", "member", "cls_name", "since")
+    )
     return MissingCapabilityError(
-        capability, member=member, cls_name=cls_name, installed=installed, since=since
+        capability,
+        member=member,
+        cls_name=cls_name,
+        installed=state["installed"],
+        since=since,
+        removed=state["removed"],
     )
 
 

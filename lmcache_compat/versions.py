@@ -88,8 +88,9 @@ def installed_lmcache_version() -> Version | None:
         raise LMCacheVersionError(f"installed lmcache distribution: {exc}") from None
 
 
-def expectation(since: str, version: Version | None) -> Expectation:
-    """Whether a release at ``version`` should have a capability first released in ``since``.
+def expectation(since: str, version: Version | None, removed: str | None = None) -> Expectation:
+    """Whether a release at ``version`` should have a capability first released in ``since``
+    (and, with ``removed``, no longer present from that release on).
 
     ``"maybe"`` for a pre-release or dev build of the very release that introduced it (a
     ``0.3.12.dev40`` snapshot may or may not have a 0.3.12 feature: probe the live object), and
@@ -99,6 +100,8 @@ def expectation(since: str, version: Version | None) -> Expectation:
         return "unknown"
 
     first = Version(since)
+    if removed is not None and version >= Version(removed):
+        return "no"
     if version >= first:
         return "yes"
     if version.is_prerelease or version.is_devrelease:

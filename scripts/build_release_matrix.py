@@ -89,7 +89,15 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
             comma = "," if j < len(keys) - 1 else ""
             value = row[key]
             if (
-                key in ("properties", "modules", "found_by", "external_bases", "reexported_at")
+                key
+                in (
+                    "properties",
+                    "modules",
+                    "found_by",
+                    "external_bases",
+                    "reexported_at",
+                    "functions",
+                )
                 and value
             ):
                 lines.append(f"{json.dumps(key)}: {{")
@@ -169,6 +177,7 @@ def main() -> int:
                 "surfaces": result["surfaces"],
                 "properties": result["properties"],
                 "details": result["details"],
+                "functions": result["functions"],
                 "external_bases": result["external_bases"],
                 # only where a release leaves a re-export at a known path
                 **({"reexported_at": result["reexported_at"]} if "reexported_at" in result else {}),

@@ -22,7 +22,13 @@ sys.path.insert(0, str(ROOT))
 
 from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
-from lmcache_compat.core.roles import CONNECTOR, ENGINE, MP_SCHEDULER, MP_WORKER  # noqa: E402
+from lmcache_compat.core.roles import (  # noqa: E402
+    CONNECTOR,
+    ENGINE,
+    MP_SCHEDULER,
+    MP_WORKER,
+    SGLANG_LAYERWISE,
+)
 from lmcache_compat.report.cli import STATUSES  # noqa: E402
 from lmcache_compat.report.config_tables import (  # noqa: E402
     key_moves_markdown,
@@ -33,12 +39,17 @@ from lmcache_compat.report.config_tables import (  # noqa: E402
 from lmcache_compat.report.doctor import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
 from lmcache_compat.report.releases import ROLES, distinct  # noqa: E402
+from lmcache_compat.report.sglang_tables import (  # noqa: E402
+    sglang_grid_markdown,
+    variants_markdown,
+)
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
 from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402
 from lmcache_compat.upstream.known_issues import verdict  # noqa: E402
 from lmcache_compat.upstream.locations import PLACES  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
+from lmcache_compat.upstream.sglang_grid import load_sglang_grid  # noqa: E402
 
 PACKAGE = ROOT / "lmcache_compat"
 TESTS = ROOT / "tests"
@@ -49,6 +60,7 @@ ADAPTERS = {
     MP_SCHEDULER: ("MPSchedulerAdapter", "mp/adapters.py"),
     MP_WORKER: ("MPWorkerAdapter", "mp/adapters.py"),
     ENGINE: ("EngineAdapter", "engine/adapter.py"),
+    SGLANG_LAYERWISE: ("SGLangLayerwiseAdapter", "sglang/adapters.py"),
 }
 #: Modules that state or report capabilities rather than adapt them.
 _NOT_ADAPTING = {
@@ -250,6 +262,10 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("README.md", "doctor-example"): render_doctor_example,
     ("README.md", "exit-statuses"): render_statuses,
     ("docs/vllm.md", "grid"): lambda: grid_markdown(load_grid()),
+    ("docs/sglang.md", "sglang-variants"): lambda: variants_markdown(load_sglang_grid()),
+    ("docs/sglang.md", "sglang-grid"): lambda: sglang_grid_markdown(
+        load_sglang_grid(), load_matrix()
+    ),
     ("docs/mp.md", "arguments"): render_arguments_markdown,
     ("docs/releases.md", "release-matrix"): lambda: matrix_markdown(load_matrix()),
     ("docs/locations.md", "locations"): render_locations,

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-FORBIDDEN = ("torch", "vllm", "lmcache", "numpy", "importlib.metadata")
+FORBIDDEN = ("torch", "vllm", "lmcache", "sglang", "numpy", "importlib.metadata")
 
 
 def _modules_after(code: str) -> set[str]:
@@ -99,4 +99,13 @@ def test_the_test_kit_needs_none_of_them_and_is_lazy() -> None:
         "fail_loads(fake('0.5.6', 'LMCacheConnectorV1Impl'), {1})\n"
     )
     for name in ("torch", "vllm", "lmcache", "pytest"):
+        assert not any(m == name or m.startswith(name + ".") for m in mods), name
+
+
+def test_the_sglang_package_and_its_plugin_import_none_of_them() -> None:
+    mods = _modules_after(
+        "import lmcache_compat.sglang, lmcache_compat.sglang.plugin\n"
+        "from lmcache_compat.sglang import BACKEND_NAME, plan, VARIANTS\n"
+    )
+    for name in ("torch", "vllm", "lmcache", "sglang"):
         assert not any(m == name or m.startswith(name + ".") for m in mods), name

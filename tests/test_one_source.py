@@ -24,7 +24,16 @@ from lmcache_compat.upstream.matrix import load_matrix
 
 PACKAGE = Path(__file__).resolve().parent.parent / "lmcache_compat"
 #: The tables that state release facts (and ``__init__``'s own ``__version__``).
-FACT_TABLES = {"catalog.py", "arguments.py", "known_issues.py", "__init__.py"}
+FACT_TABLES = {
+    "catalog.py",
+    "arguments.py",
+    "known_issues.py",
+    "__init__.py",
+    # sglang: the backend's variants (named by the first release of their run) and the
+    # behaviours no signature shows
+    "variants.py",
+    "sglang_issues.py",
+}
 VERSION = re.compile(r"(?<![\w.])0\.\d+\.\d+")
 
 
@@ -65,11 +74,21 @@ def test_keywords_releases_gained_are_named_by_the_catalog_only() -> None:
         ("config.py", "server_urls"),  # MPConfig's own field: our API's name
         ("worker_calls.py", "start"),  # LoadStoreOp's own start field (0.3.14), not the lookup's
         ("scheduler_calls.py", "start"),  # free_lookup_locks' own range start, not the lookup's
+        # the MP adapters' and the engine's own request ids, not SGLang metadata's (0.4.6)
+        ("calls.py", "request_id"),
+        ("scheduler_calls.py", "request_id"),
+        ("worker_calls.py", "request_id"),
+        # sglang's own RadixKey(..., cache_salt=), not the MP lookup's (0.4.4)
+        ("sglang_reader.py", "cache_salt"),
+        # sglang's TreeCacheBuildContext field, read by name
+        ("backend.py", "tp_group"),
     }
     found = [
         f"{path.name}:{line}: {text!r}"
         for path in _modules()
-        if path.name not in ("catalog.py", "arguments.py")  # arguments: keyed rows, tested below
+        # arguments: keyed rows, tested below; roles and locations: the parameter and field
+        # names that identify a class (every release of it has them)
+        if path.name not in ("catalog.py", "arguments.py", "roles.py", "locations.py")
         for line, text in _code_strings(path)
         if text in keywords and (path.name, text) not in homonyms
     ]

@@ -130,6 +130,7 @@ def missing_error(
         cls_name=cls_name,
         installed=version,
         since=spec.since,
+        removed=spec.removed,
     )
 
 

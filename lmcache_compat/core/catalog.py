@@ -19,7 +19,18 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from lmcache_compat.core import fallbacks as fb
 from lmcache_compat.core.checks import Check, block_ids_check, events_check
-from lmcache_compat.core.roles import CONNECTOR, ENGINE, MP_SCHEDULER, MP_WORKER, Role
+from lmcache_compat.core.roles import (
+    CONNECTOR,
+    ENGINE,
+    MP_SCHEDULER,
+    MP_WORKER,
+    SGLANG_LAYERWISE,
+    SGLANG_LOAD_METADATA,
+    SGLANG_MP,
+    SGLANG_STORE_METADATA,
+    SGLANG_UNIFIED,
+    Role,
+)
 from lmcache_compat.core.tokens import looks_up_by_tokens, takes_packed_tokens
 from lmcache_compat.errors import UnknownCapabilityError
 
@@ -90,6 +101,16 @@ class Capability(str, enum.Enum):
     ENGINE_KV_EVENTS = "engine_kv_events"
     ENGINE_FREEZE = "engine_freeze"
     ENGINE_IS_HEALTHY = "engine_is_healthy"
+    # LMCache's SGLang integration (lmcache/integration/sglang)
+    SGLANG_IN_PROCESS = "sglang_in_process"
+    SGLANG_TP_GROUP = "sglang_tp_group"
+    SGLANG_CONFIG_FILE = "sglang_config_file"
+    SGLANG_KV_EVENTS = "sglang_kv_events"
+    SGLANG_PREFIX_PAD = "sglang_prefix_pad"
+    SGLANG_REQUEST_ID = "sglang_request_id"
+    SGLANG_MP = "sglang_mp"
+    SGLANG_MP_STORE_ASYNC = "sglang_mp_store_async"
+    SGLANG_UNIFIED_MP = "sglang_unified_mp"
 
     def __str__(self) -> str:
         return self.value
@@ -103,6 +124,11 @@ class Capability(str, enum.Enum):
     def since(self) -> str:
         """The first LMCache release that has this capability."""
         return _BY_CAPABILITY[self].since
+
+    @property
+    def removed(self) -> str | None:
+        """The first LMCache release that no longer has it (``None``: every later one has)."""
+        return _BY_CAPABILITY[self].removed
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +172,14 @@ class CapabilitySpec:
     #: The result check an adapter puts around the engine's own method
     #: (:mod:`lmcache_compat.core.checks`); ``None``: the method is bound as it is.
     check: Check | None = None
+    #: The first release that no longer has it (a removal: 0.5.7rc2 removed LMCache's
+    #: in-process SGLang modules); ``None``: every release from ``since`` on has it.
+    removed: str | None = None
+
+    @property
+    def releases(self) -> str:
+        """``>=since`` or ``>=since,<removed``: the releases that have it, as a specifier."""
+        return f">={self.since}" + (f",<{self.removed}" if self.removed else "")
 
     @property
     def owners(self) -> tuple[Role, ...]:
@@ -611,6 +645,127 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         impact="none from 0.3.4: health() is used instead",
     ),
 )
+
+#: 0.5.7rc2 removed ``sglang_adapter``, ``multi_process_adapter`` and ``utils`` from
+#: ``lmcache/integration/sglang`` (only the unified MP connector and its metadata remain).
+_SGLANG_IN_PROCESS_REMOVED = "0.5.7rc2"
+
+SGLANG_ROWS: tuple[CapabilitySpec, ...] = (
+    CapabilitySpec(
+        capability=Capability.SGLANG_IN_PROCESS,
+        owner=SGLANG_LAYERWISE,
+        method="__init__",
+        params=(),
+        since="0.3.6",
+        fallback=None,
+        fallback_result="the in-process SGLang connector cannot be built",
+        impact="no in-process SGLang mode (sglang <= 0.5.12 has no other)",
+        kind="class",
+        also=(SGLANG_LOAD_METADATA, SGLANG_STORE_METADATA),
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_TP_GROUP,
+        owner=SGLANG_LAYERWISE,
+        method="__init__",
+        params=(),
+        since="0.3.9",
+        fallback=None,
+        fallback_result="tp_group is not passed (the release has no cross-rank agreement on "
+        "the hit length)",
+        impact="with tp_size > 1 each rank loads the prefix it found: ranks may disagree",
+        keyword="tp_group",
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_CONFIG_FILE,
+        owner=SGLANG_LAYERWISE,
+        method="__init__",
+        params=(),
+        since="0.4.6",
+        fallback=None,
+        fallback_result="emulated: the file is handed over as LMCACHE_CONFIG_FILE while the "
+        "connector is built (the release reads only the environment)",
+        impact="none: the adapter emulates it",
+        keyword="config_file",
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_KV_EVENTS,
+        owner=SGLANG_LAYERWISE,
+        method="get_kv_events",
+        params=(),
+        since="0.3.13",
+        fallback=fb.no_kv_events,
+        fallback_result="[] (an empty list: no events)",
+        impact="no KV cache events from the in-process SGLang connector",
+        check=events_check,
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_PREFIX_PAD,
+        owner=SGLANG_LOAD_METADATA,
+        method="__init__",
+        params=(),
+        since="0.4.6",
+        fallback=None,
+        fallback_result="dropped: the load offset already leaves the padding out, and only the "
+        "MP connector (never older than this field) reads it",
+        impact="none for the in-process connector",
+        keyword="prefix_pad",
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_REQUEST_ID,
+        owner=SGLANG_LOAD_METADATA,
+        method="__init__",
+        params=(),
+        since="0.4.6",
+        fallback=None,
+        fallback_result="dropped: loads and stores are not tied to a request id (only the MP "
+        "connector, never older than this field, reads it)",
+        impact="none for the in-process connector; LMCache cannot name the request in its logs",
+        keyword="request_id",
+        also=(SGLANG_STORE_METADATA,),
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_MP,
+        owner=SGLANG_MP,
+        method="__init__",
+        params=(),
+        since="0.4.6",
+        fallback=None,
+        fallback_result="the SGLang MP connector cannot be built",
+        impact="no SGLang multi-process mode before the unified connector (0.5.6)",
+        kind="class",
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_MP_STORE_ASYNC,
+        owner=SGLANG_MP,
+        method="store_kv_async",
+        params=("store_metadata",),
+        since="0.5.3",
+        fallback=None,
+        fallback_result="emulated: store_kv runs at once and an already completed future "
+        "(True) is returned",
+        impact="stores block the caller",
+        removed=_SGLANG_IN_PROCESS_REMOVED,
+    ),
+    CapabilitySpec(
+        capability=Capability.SGLANG_UNIFIED_MP,
+        owner=SGLANG_UNIFIED,
+        method="__init__",
+        params=(),
+        since="0.5.6",
+        fallback=None,
+        fallback_result="the unified SGLang MP connector cannot be built",
+        impact="sglang >= 0.5.21 (the unified radix cache) cannot use LMCache",
+        kind="class",
+    ),
+)
+CATALOG = (*CATALOG, *SGLANG_ROWS)
 
 _BY_CAPABILITY: dict[Capability, CapabilitySpec] = {row.capability: row for row in CATALOG}
 

@@ -278,7 +278,7 @@ def _role_of(cls: type, surface: dict[str, MethodFacts]) -> Role | None:
         if role is not None:
             return role
     for role in ROLES:
-        if not missing_core(role, surface):
+        if role.by_members and not missing_core(role, surface):
             return role
     return None
 

@@ -212,7 +212,59 @@ def _matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sglang_grid(args: argparse.Namespace) -> int:
+    from lmcache_compat.report import sglang_tables as tables  # lazy: start-up time
+    from lmcache_compat.upstream.matrix import load_matrix  # lazy: start-up time
+    from lmcache_compat.upstream.sglang_grid import load_sglang_grid  # lazy: start-up time
+
+    grid, matrix = load_sglang_grid(), load_matrix()
+    only = args.sglang
+    if only is not None:
+        only = grid.release(only).sglang  # NotInMatrixError / LMCacheVersionError: status 3
+    if args.json:
+        runs = [grid.run_of(only)] if only is not None else grid.runs
+        out: dict[str, object] = {
+            "lmcache": grid.lmcache,
+            "releases": [
+                {
+                    "sglang": r.sglang,
+                    "key": r.key,
+                    "plugin_group": r.plugin_group,
+                    "registry": r.registry,
+                    "variant": r.variant,
+                    "internals": dict(r.internals),
+                }
+                for r in grid.releases
+                if only is None or r.sglang == only
+            ],
+            "runs": [
+                {
+                    "first": run.first,
+                    "last": run.last,
+                    "key": run.key,
+                    "releases": list(run.releases),
+                    "integration": list(run.integration),
+                    "pairs": dict(run.pairs),
+                }
+                for run in runs
+            ],
+        }
+        if only is not None and grid.release(only).registry:
+            out["plugin"] = [
+                {"lmcache": span, "plugin": text}
+                for span, text in tables.plugin_spans(grid, matrix, only)
+            ]
+        _print_json(out)
+    elif args.markdown:
+        print(tables.sglang_grid_markdown(grid, matrix), end="")
+    else:
+        print(tables.sglang_grid_text(grid, matrix, only), end="")
+    return 0
+
+
 def _grid(args: argparse.Namespace) -> int:
+    if args.engine == "sglang" or args.sglang is not None:
+        return _sglang_grid(args)
     from lmcache_compat.report.tables import grid_markdown, grid_text  # lazy: start-up time
     from lmcache_compat.upstream.grid import Grid, load_grid  # lazy: start-up time
 
@@ -343,9 +395,17 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.set_defaults(func=_matrix)
 
     grid = sub.add_parser(
-        "grid", help="the measured vLLM x LMCache grid: which LMCache works with vLLM X"
+        "grid",
+        help="the measured vLLM x LMCache grid (which LMCache works with vLLM X), or with "
+        "--engine sglang the sglang x LMCache grid read from every sglang wheel",
+    )
+    grid.add_argument(
+        "--engine", choices=("vllm", "sglang"), default="vllm", help="which engine's grid"
     )
     grid.add_argument("--vllm", metavar="X", help="only vLLM X (or the measured one before it)")
+    grid.add_argument(
+        "--sglang", metavar="X", help="only sglang X's run, and what the plugin does there"
+    )
     gfmt = grid.add_mutually_exclusive_group()
     gfmt.add_argument("--json", action="store_true")
     gfmt.add_argument("--markdown", action="store_true")
@@ -389,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if getattr(args, "target", None) and getattr(args, "vllm_native_path", None):
         parser.error("give the vLLM path after --vllm-native, or as TARGET, not both")
+    if args.command == "grid" and args.vllm and (args.sglang or args.engine == "sglang"):
+        parser.error("--vllm and --sglang (or --engine sglang) cannot be combined")
     try:
         code: int = args.func(args)
         sys.stdout.flush()  # an output error surfaces here, not at interpreter exit

@@ -31,6 +31,12 @@ from lmcache_compat.errors import (
 )
 from lmcache_compat.mp.server import server_release
 from lmcache_compat.report.doctor_config import ConfigJSON, config_report
+from lmcache_compat.report.doctor_sglang import (
+    SGLANG_CONNECTORS,
+    SglangCheck,
+    SglangJSON,
+    sglang_check,
+)
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import parse_source
 from lmcache_compat.scan.sources import package_root, read_regular_file
@@ -78,6 +84,7 @@ CONNECTORS: dict[str, str] = {
     "vllm-mp": loc.VLLM_LMCACHE_MP_CONNECTOR.name,
     "any": "any connector",
     "compat": CONNECTOR_NAME,
+    **SGLANG_CONNECTORS,
 }
 
 
@@ -160,6 +167,7 @@ class DoctorJSON(TypedDict):
     lmcache_compat: str
     lmcache: str | None
     vllm: str | None
+    sglang: str | None
     lmcache_in_matrix: MatrixStatusJSON | None
     engine_sources: list[EngineSourceJSON]
     vllm_connector_import: ImportCheckJSON | None
@@ -167,11 +175,16 @@ class DoctorJSON(TypedDict):
     capabilities: list[CapabilityJSON]
     #: class -> the modules of the several matching definitions (none was chosen).
     ambiguous: dict[str, list[str]]
+    #: Every engine's verdict together (broken if any is), and each one's.
     verdict: str
+    vllm_verdict: str
+    sglang_verdict: str | None
     issues: list[IssueJSON]
     notes: list[str]
     #: The active configuration against the installed release (``config check``'s findings).
     config: ConfigJSON
+    #: sglang's own LMCache integration over the installed LMCache, and the backend's plan.
+    sglang_integration: SglangJSON | None
     mp_servers: NotRequired[list[ServerJSON]]
 
 
@@ -205,10 +218,28 @@ class DoctorReport:
     notes: tuple[str, ...]
     servers: tuple[ServerJSON, ...] = field(default=())
     config: ConfigJSON = field(default_factory=lambda: ConfigJSON(checked=False))
+    sglang: str | None = None
+    sglang_check: SglangCheck | None = None
+
+    @property
+    def vllm_verdict(self) -> str:
+        if self.pair.verdict == "unknown":
+            return "unknown"
+        return overall(i for i in self.issues if not i.connector.startswith("sglang"))
+
+    @property
+    def sglang_verdict(self) -> str | None:
+        return None if self.sglang_check is None else self.sglang_check.verdict
 
     @property
     def verdict(self) -> str:
-        return self.pair.verdict if self.pair.verdict == "unknown" else overall(self.issues)
+        """Every installed engine's verdict together: broken if any is broken, else degraded
+        if any is, else ok if any is judged, else unknown."""
+        found = [self.vllm_verdict, self.sglang_verdict or "unknown"]
+        for level in ("broken", "degraded", "ok"):
+            if level in found:
+                return level
+        return "unknown"
 
     def with_servers(self, servers: Sequence[ServerJSON]) -> DoctorReport:
 
@@ -222,6 +253,7 @@ class DoctorReport:
             "lmcache_compat": __version__,
             "lmcache": self.lmcache,
             "vllm": self.vllm,
+            "sglang": self.sglang,
             "lmcache_in_matrix": self.matrix,
             "engine_sources": list(self.engine_sources),
             "vllm_connector_import": self.vllm_import,
@@ -231,9 +263,14 @@ class DoctorReport:
                 k: list(v) for k, v in (self.scan.ambiguous if self.scan else {}).items()
             },
             "verdict": self.verdict,
+            "vllm_verdict": self.vllm_verdict,
+            "sglang_verdict": self.sglang_verdict,
             "issues": [issue_json(i) for i in self.issues],
             "notes": list(self.notes),
             "config": self.config,
+            "sglang_integration": (
+                self.sglang_check.to_json() if self.sglang_check is not None else None
+            ),
         }
         if self.servers:
             out["mp_servers"] = list(self.servers)
@@ -282,6 +319,13 @@ def doctor_report() -> DoctorReport:
         issues.insert(0, import_issue)
     if lmcache_raw is not None and vllm_raw is not None and not compat.buildable:
         issues.insert(0, _compat_issue(compat))
+    sglang_raw = _version("sglang", notes)
+    sglang = sglang_check(sglang_raw, lmcache_raw, result, notes)
+    if sglang is not None:
+        issues += sglang.issues
+    vllm_notes = pair.notes
+    if pair.reason and not (vllm_raw is None and sglang_raw is not None):
+        vllm_notes = (*vllm_notes, pair.reason)
     return DoctorReport(
         lmcache=lmcache_raw,
         vllm=vllm_raw,
@@ -294,13 +338,15 @@ def doctor_report() -> DoctorReport:
         vllm_import=vllm_import,
         pair=pair,
         issues=tuple(issues),
-        notes=(*notes, *pair.notes, *((pair.reason,) if pair.reason else ())),
+        notes=(*notes, *vllm_notes, *(sglang.notes if sglang is not None else ())),
         config=config_report(lmcache_raw),
+        sglang=sglang_raw,
+        sglang_check=sglang,
     )
 
 
 def _capability(row: CapabilitySpec, lmcache: Any, result: ScanResult | None) -> CapabilityJSON:
-    expected = expectation(row.since, lmcache)
+    expected = expectation(row.since, lmcache, row.removed)
     entry: CapabilityJSON = {
         "capability": row.capability.value,
         "member": row.member,

@@ -10,7 +10,7 @@ from lmcache_compat.report.doctor import DoctorJSON, IssueJSON, ServerJSON
 from lmcache_compat.report.doctor_config import ConfigJSON
 from lmcache_compat.upstream.known_issues import issue
 
-__all__ = ["format_config", "format_doctor", "format_mp_servers", "format_verdict"]
+__all__ = ["format_config", "format_doctor", "format_mp_servers", "format_sglang", "format_verdict"]
 
 _EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
 
@@ -30,6 +30,7 @@ def format_doctor(report: DoctorJSON) -> str:
         f"  lmcache-compat  {report['lmcache_compat']}",
         f"  LMCache         {lm or 'not installed'}{extra}",
         f"  vLLM            {report['vllm'] or 'not installed'}",
+        f"  sglang          {report['sglang'] or 'not installed'}",
     ]
     lines += format_mp_servers(report.get("mp_servers", []))
     native_words = f" (does NOT import with this LMCache: {issue('native-copy-range').problem})"
@@ -76,7 +77,11 @@ def format_doctor(report: DoctorJSON) -> str:
             f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
         )
     lines += ["", *format_config(report["config"])]
-    lines += ["", *format_verdict(report["vllm"], lm, report["verdict"], report["issues"])]
+    vllm_issues = [i for i in report["issues"] if not i["connector_key"].startswith("sglang")]
+    if report["vllm"] is not None or report["sglang"] is None:
+        lines += ["", *format_verdict(report["vllm"], lm, report["vllm_verdict"], vllm_issues)]
+    if report["sglang_integration"] is not None:
+        lines += ["", *format_sglang(report)]
     for note in report["notes"]:
         lines += ["", f"Note: {note}"]
     return "\n".join(lines)
@@ -90,6 +95,30 @@ def format_verdict(
     for item in issues:
         lines.append(f"  [{item['severity']}] {item['connector']}: {item['problem']}")
         lines.append(f"      fix: {item['fix']} ({item['source']})")
+    return lines
+
+
+def format_sglang(report: DoctorJSON) -> list[str]:
+    """The sglang block of ``doctor``: sglang's own integration's verdict, its modes, the
+    lmcache-compat backend's plan and the LMCache releases sglang's own integration works
+    with."""
+    check = report["sglang_integration"]
+    assert check is not None
+    classes = ", ".join(check["cache_classes"]) or "none"
+    lines = [
+        f"Verdict for sglang {check['sglang']} + LMCache {report['lmcache'] or '-'}: "
+        f"{check['verdict'].upper()} (sglang's own integration: {classes})"
+    ]
+    for item in report["issues"]:
+        if item["connector_key"].startswith("sglang"):
+            lines.append(f"  [{item['severity']}] {item['connector']}: {item['problem']}")
+            lines.append(f"      fix: {item['fix']} ({item['source']})")
+    for mode in check["modes"]:
+        state = mode["status"] if not mode["reasons"] else f"{mode['status']}: {mode['reasons'][0]}"
+        lines.append(f"  mode {mode['mode']} ({mode['reach']}): {state}")
+    lines.append(f"  sglang's own integration works with LMCache {check['works_with']}")
+    if check["plugin"] is not None:
+        lines.append(f"  backend: {check['plugin']['line']}")
     return lines
 
 

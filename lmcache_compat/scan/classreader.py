@@ -100,7 +100,8 @@ class Module:
     relpath: str
     dotted: str
     classes: dict[str, ast.ClassDef]
-    functions: set[str]
+    #: Top-level functions (in ``if``/``try`` blocks too), by name.
+    functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
     imports: dict[str, tuple[str, str | None]]  # local name -> (module, attribute or None)
     #: The parsed module (statement-level readers, such as the configuration scan, walk it).
     tree: ast.Module | None = None
@@ -171,7 +172,7 @@ class Index:
             dotted = dotted[: -len(".__init__")]
         package_parts = dotted.split(".") if is_init else dotted.split(".")[:-1]
         classes: dict[str, ast.ClassDef] = {}
-        functions: set[str] = set()
+        functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         imports: dict[str, tuple[str, str | None]] = {}
         aliases: dict[str, ast.expr] = {}
         stars: list[str] = []
@@ -180,7 +181,7 @@ class Index:
             if isinstance(node, ast.ClassDef):
                 classes[node.name] = node
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                functions.add(node.name)
+                functions.setdefault(node.name, node)
             elif isinstance(node, (ast.Assign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = [t.id for t in targets if isinstance(t, ast.Name)]

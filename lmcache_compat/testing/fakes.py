@@ -214,7 +214,8 @@ def _dataclass_source(row: ReleaseRow, cls_name: str) -> list[str]:
         if token == "*":
             lines.append("    _: dataclasses.KW_ONLY")
             continue
-        default = f" = {literals.get(token, 'None')}" if token in optional else ""
+        # no literal recorded (e.g. `field(default_factory=...)`): a default that is not one
+        default = f" = {literals.get(token, 'UNSET')}" if token in optional else ""
         lines.append(f"    {token}: {fields.get(token) or 'object'!r}{default}")
     for name, params in surface.items():
         if name == "__init__":

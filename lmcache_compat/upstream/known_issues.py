@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 Severity = Literal["broken", "degraded"]
-Connector = Literal["vllm", "vllm-native", "vllm-mp", "any", "compat"]
+Connector = Literal["vllm", "vllm-native", "vllm-mp", "any", "compat", "sglang", "sglang-plugin"]
 Overall = Literal["ok", "degraded", "broken", "unknown"]
 #: Which connector an issue concerns: vLLM's in-tree ``LMCacheConnectorV1`` (with or without
 #: ``use_native``), vLLM's ``LMCacheMPConnector``, any connector, or ours (the report names them).

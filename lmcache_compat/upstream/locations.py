@@ -68,6 +68,21 @@ __all__ = [
     "PACK_TOKEN_IDS",
     "PARALLEL_STRATEGY",
     "PLACES",
+    "SGLANG",
+    "SGLANG_CONNECTOR",
+    "SGLANG_EXTERNAL_FLOW",
+    "SGLANG_GET_CONFIG",
+    "SGLANG_KV_COMPONENT_GROUP",
+    "SGLANG_LAYERWISE",
+    "SGLANG_LOAD_METADATA",
+    "SGLANG_LOAD_OPERATION",
+    "SGLANG_LOOKUP_OPERATION",
+    "SGLANG_MP",
+    "SGLANG_PENDING_STORE",
+    "SGLANG_SCANNED",
+    "SGLANG_STORE_METADATA",
+    "SGLANG_STORE_OPERATION",
+    "SGLANG_UNIFIED",
     "VLLM",
     "VLLM_LMCACHE_CONNECTOR",
     "VLLM_LMCACHE_MP_CONNECTOR",
@@ -95,10 +110,18 @@ class Place:
     core: tuple[str, ...] = field(default=())
     #: Where a search by name looks when no known path has the symbol (default: the package).
     under: str | None = None
+    #: A component every candidate module of a search by name must have in its dotted path
+    #: (``"sglang"``: LMCache's SGLang code, wherever a release moves it, and never the
+    #: namesakes its vLLM and TensorRT-LLM integrations define).
+    segment: str | None = None
 
     @property
     def search_under(self) -> str:
         return self.under or self.package
+
+    def admits(self, dotted: str) -> bool:
+        """Whether a definition found by name in module ``dotted`` may be this symbol."""
+        return self.segment is None or self.segment in dotted.split(".")
 
     def __post_init__(self) -> None:
         bad = [m for m in self.modules if m.split(".")[0] != self.package]
@@ -196,6 +219,135 @@ KV_EVENT_AGGREGATOR = Place("KVEventAggregator", VLLM, (_EVENTS,), under=_EVENTS
 #: Carries ``invalid_block_ids`` (failed KV loads) from the worker to the scheduler (0.11.2 on).
 KV_CONNECTOR_OUTPUT = Place("KVConnectorOutput", VLLM, ("vllm.v1.outputs",), under="vllm.v1")
 
+# --- LMCache's SGLang integration (``lmcache/integration/sglang``) ----------------------------
+# 0.3.1 on (the in-process adapter), 0.4.6 (the MP connector), 0.5.6 (the unified MP connector);
+# 0.5.7rc2 removed the in-process and legacy MP modules. A search by name accepts only modules
+# with an ``sglang`` component (the vLLM integration has its own ``LMCacheMPConnector``).
+
+_SGL = "lmcache.integration.sglang."
+SGLANG = "sglang"
+SGLANG_CONNECTOR = Place(
+    "LMCacheConnector",
+    LMCACHE,
+    (_SGL + "sglang_adapter",),
+    core=("load_kv", "store_kv"),
+    segment=SGLANG,
+)
+SGLANG_LAYERWISE = Place(
+    roles.SGLANG_LAYERWISE.name, LMCACHE, (_SGL + "sglang_adapter",), segment=SGLANG
+)
+SGLANG_LOAD_METADATA = Place(
+    roles.SGLANG_LOAD_METADATA.name, LMCACHE, (_SGL + "sglang_adapter",), segment=SGLANG
+)
+SGLANG_STORE_METADATA = Place(
+    roles.SGLANG_STORE_METADATA.name, LMCACHE, (_SGL + "sglang_adapter",), segment=SGLANG
+)
+SGLANG_MP = Place(roles.SGLANG_MP.name, LMCACHE, (_SGL + "multi_process_adapter",), segment=SGLANG)
+SGLANG_UNIFIED = Place(
+    roles.SGLANG_UNIFIED.name, LMCACHE, (_SGL + "unified_lmcache_mp_connector",), segment=SGLANG
+)
+_MP_METADATA = (_SGL + "lmcache_mp_metadata",)
+SGLANG_LOOKUP_OPERATION = Place(
+    "LMCacheLookupOperation",
+    LMCACHE,
+    _MP_METADATA,
+    core=("request_id", "token_ids"),
+    segment=SGLANG,
+)
+SGLANG_KV_COMPONENT_GROUP = Place(
+    "SGLangKVComponentGroup", LMCACHE, _MP_METADATA, core=("name", "kv_tensors"), segment=SGLANG
+)
+SGLANG_LOAD_OPERATION = Place(
+    "LMCacheLoadOperation",
+    LMCACHE,
+    _MP_METADATA,
+    core=("request_id", "device_indices"),
+    segment=SGLANG,
+)
+SGLANG_STORE_OPERATION = Place(
+    "LMCacheStoreOperation", LMCACHE, _MP_METADATA, core=("request_id", "future"), segment=SGLANG
+)
+SGLANG_EXTERNAL_FLOW = Place(
+    "LMCacheExternalFlow", LMCACHE, _MP_METADATA, core=("key", "lookup"), segment=SGLANG
+)
+SGLANG_PENDING_STORE = Place(
+    "LMCachePendingStore", LMCACHE, _MP_METADATA, core=("operation", "node_id"), segment=SGLANG
+)
+#: Loads the LMCache configuration: ``()`` reading ``LMCACHE_CONFIG_FILE`` (0.3.1-0.4.5), then
+#: ``(config_file="")``, where an empty path no longer reads the environment (0.4.6-0.5.6).
+SGLANG_GET_CONFIG = Place(
+    "lmcache_get_config", LMCACHE, (_SGL + "utils",), kind="function", segment=SGLANG
+)
+#: What ``scan`` reports of LMCache's SGLang integration.
+SGLANG_SCANNED: tuple[Place, ...] = (
+    SGLANG_CONNECTOR,
+    SGLANG_LAYERWISE,
+    SGLANG_LOAD_METADATA,
+    SGLANG_STORE_METADATA,
+    SGLANG_MP,
+    SGLANG_UNIFIED,
+    SGLANG_LOOKUP_OPERATION,
+    SGLANG_KV_COMPONENT_GROUP,
+    SGLANG_LOAD_OPERATION,
+    SGLANG_STORE_OPERATION,
+    SGLANG_EXTERNAL_FLOW,
+    SGLANG_PENDING_STORE,
+    SGLANG_GET_CONFIG,
+)
+
+# --- sglang (what its LMCache integration, plugin loader and cache registry are) ----------------
+
+_SG_MEM = "sglang.srt.mem_cache."
+_SG_LMC = _SG_MEM + "storage.lmcache."
+#: sglang is large: a search by name stays in its runtime package.
+_SRT = "sglang.srt"
+#: sglang's own LMCache radix caches: ``LMCRadixCache`` (0.5.2 ... 0.5.20) over the in-process
+#: and legacy MP connectors, ``LMCacheUnifiedRadixCache`` (0.5.21 on) over the unified one.
+SGLANG_LMC_RADIX_CACHE = Place(
+    "LMCRadixCache", SGLANG, (_SG_LMC + "lmc_radix_cache",), core=("match_prefix",), under=_SRT
+)
+SGLANG_LMC_UNIFIED_CACHE = Place(
+    "LMCacheUnifiedRadixCache",
+    SGLANG,
+    (_SG_LMC + "lmcache_unified_radix_cache",),
+    core=("match_prefix",),
+    under=_SRT,
+)
+SGLANG_CACHES: tuple[Place, ...] = (SGLANG_LMC_RADIX_CACHE, SGLANG_LMC_UNIFIED_CACHE)
+#: The radix-cache registry (0.5.13 on): ``--radix-cache-backend NAME`` builds the factory
+#: registered under NAME with a ``TreeCacheBuildContext``.
+_SG_REGISTRY = (_SG_MEM + "registry",)
+SGLANG_REGISTER_BACKEND = Place(
+    "register_radix_cache_backend", SGLANG, _SG_REGISTRY, kind="function", under=_SRT
+)
+SGLANG_GET_FACTORY = Place(
+    "get_radix_cache_factory", SGLANG, _SG_REGISTRY, kind="function", under=_SRT
+)
+SGLANG_BUILD_CONTEXT = Place(
+    "TreeCacheBuildContext", SGLANG, _SG_REGISTRY, core=("params", "server_args"), under=_SRT
+)
+#: The general-plugin loader (entry points, called with no arguments in each process).
+SGLANG_LOAD_PLUGINS = Place(
+    "load_plugins", SGLANG, ("sglang.srt.plugins",), kind="function", under=_SRT
+)
+#: What the lmcache-compat radix-cache backend builds on.
+SGLANG_RADIX_CACHE = Place(
+    "RadixCache", SGLANG, (_SG_MEM + "radix_cache",), core=("match_prefix",), under=_SRT
+)
+SGLANG_RADIX_KEY = Place("RadixKey", SGLANG, (_SG_MEM + "radix_cache",), under=_SRT)
+SGLANG_TREE_NODE = Place("TreeNode", SGLANG, (_SG_MEM + "radix_cache",), under=_SRT)
+_SG_BASE = (_SG_MEM + "base_prefix_cache",)
+SGLANG_MATCH_PARAMS = Place("MatchPrefixParams", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_MATCH_RESULT = Place("MatchResult", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_EVICT_PARAMS = Place("EvictParams", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_EVICT_RESULT = Place("EvictResult", SGLANG, _SG_BASE, under=_SRT)
+SGLANG_REQ = Place("Req", SGLANG, ("sglang.srt.managers.schedule_batch",), under=_SRT)
+SGLANG_COMPONENT_TYPE = Place(
+    "ComponentType", SGLANG, (_SG_MEM + "unified_cache.components",), under=_SRT
+)
+#: What the lmcache-compat backend reads of sglang's internals (the variant it builds).
+SGLANG_INTERNALS: tuple[Place, ...] = (SGLANG_RADIX_CACHE, SGLANG_RADIX_KEY, SGLANG_REQ)
+
 #: What ``scan`` reports for an LMCache release, and for vLLM's vendored copy.
 LMCACHE_SCANNED: tuple[Place, ...] = (
     CONNECTOR_IMPL,
@@ -205,6 +357,7 @@ LMCACHE_SCANNED: tuple[Place, ...] = (
     PARALLEL_STRATEGY,
     ENGINE,
     ENGINE_BUILDER,
+    *SGLANG_SCANNED,
 )
 NATIVE_SCANNED: tuple[Place, ...] = (
     NATIVE_CONNECTOR_IMPL,

@@ -46,7 +46,7 @@ class ReleaseRow:
     details: Mapping[str, Mapping[str, Mapping[str, Any]]]
     missing_classes: tuple[str, ...]
     properties: Mapping[str, list[str]] = field(default_factory=dict)
-    #: class -> the dotted module that defines it.
+    #: class (or function) -> the dotted module that defines it.
     modules: Mapping[str, str] = field(default_factory=dict)
     #: class -> its known modules that re-export it without defining it (only where a
     #: release has such a shim).
@@ -55,6 +55,8 @@ class ReleaseRow:
     found_by: Mapping[str, str] = field(default_factory=dict)
     #: class -> its base classes outside the package (as the source names them).
     external_bases: Mapping[str, list[str]] = field(default_factory=dict)
+    #: function -> ``{"params": [...], **details}`` (``lmcache_get_config``).
+    functions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReleaseRow:
@@ -71,6 +73,7 @@ class ReleaseRow:
             reexported_at={k: tuple(v) for k, v in data.get("reexported_at", {}).items()},
             found_by=data.get("found_by", {}),
             external_bases=data.get("external_bases", {}),
+            functions=data.get("functions", {}),
         )
 
     @property
@@ -98,6 +101,15 @@ class ReleaseRow:
             facts[name] = MethodFacts(None, kind="property")
         return facts
 
+    def function(self, name: str) -> MethodFacts | None:
+        """The facts of function ``name`` (``None``: the release does not have it)."""
+        from lmcache_compat.core.signatures import from_json  # lazy: as in facts()
+
+        entry = self.functions.get(name)
+        if entry is None:
+            return None
+        return from_json(list(entry["params"]), {k: v for k, v in entry.items() if k != "params"})
+
     def classes(self) -> dict[str, dict[str, MethodFacts]]:
         return {cls: self.facts(cls) for cls in self.surfaces}
 
@@ -114,6 +126,7 @@ class ReleaseRow:
             "surfaces": {k: dict(v) for k, v in self.surfaces.items()},
             "properties": {k: list(v) for k, v in self.properties.items()},
             "details": {k: dict(v) for k, v in self.details.items()},
+            "functions": {k: dict(v) for k, v in self.functions.items()},
             "missing_classes": list(self.missing_classes),
             "external_bases": {k: list(v) for k, v in self.external_bases.items()},
         }
@@ -181,9 +194,16 @@ class ReleaseMatrix:
 
     def since(self, capability: Capability | str) -> str | None:
         """The first release from which on *every* release has ``capability`` (the version a
-        ``pip install -U 'lmcache>=X'`` hint must name), or ``None`` if the newest lacks it."""
+        ``pip install -U 'lmcache>=X'`` hint must name), or ``None`` if the newest lacks it.
+        For a capability a release removed (the catalog's ``removed``), the releases from that
+        one on do not count: the first release of the run that ends just before it."""
+        from lmcache_compat.core.catalog import Capability  # lazy: as in has()
+
+        removed = Capability(capability).removed
         first: str | None = None
         for r in reversed(self.rows):
+            if removed is not None and Version(r.version) >= Version(removed):
+                continue
             if not r.has(capability):
                 break
             first = r.version

@@ -20,7 +20,7 @@ import ast
 import functools
 import importlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,7 +29,7 @@ from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNot
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import ClassReader, Index, Module
 from lmcache_compat.scan.sources import directory_tree, package_root
-from lmcache_compat.upstream.locations import Place, module_file
+from lmcache_compat.upstream.locations import Place
 from lmcache_compat.versions import version_or_none
 
 __all__ = [
@@ -56,6 +56,9 @@ def _under(relpath: str, dotted: str) -> bool:
     return relpath.startswith(base + "/") or relpath == base + ".py"
 
 
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
 def _known(
     index: Index, reader: ClassReader, place: Place
 ) -> tuple[tuple[Module, ast.ClassDef, str] | None, tuple[str, ...]]:
@@ -78,6 +81,14 @@ def _known(
     return first, tuple(shims)
 
 
+def _known_function(index: Index, place: Place) -> tuple[Module, FunctionNode, str] | None:
+    for dotted in place.modules:
+        module = index.module_by_dotted(dotted)
+        if module is not None and place.name in module.functions:
+            return module, module.functions[place.name], "known"
+    return None
+
+
 def _matches(reader: ClassReader, module: Module, node: ast.ClassDef, place: Place) -> bool:
     wanted = identifying_members(place)
     if not wanted:
@@ -97,24 +108,32 @@ class Located:
     ambiguous: dict[str, tuple[str, ...]]
     #: class name -> its known modules that re-export it without defining it.
     reexported: dict[str, tuple[str, ...]]
+    #: function name -> (module, function node, ``"known"`` | ``"search"``).
+    functions: dict[str, tuple[Module, FunctionNode, str]] = field(default_factory=dict)
 
     def error(self, description: str, place: Place) -> AmbiguousLocationError:
         return AmbiguousLocationError(
             f"{description}: {place.name} is at none of its known paths "
-            f"({', '.join(place.modules)}) and several modules define a matching class: "
-            f"{', '.join(self.ambiguous[place.name])}; none was chosen",
+            f"({', '.join(place.modules)}) and several modules define a matching "
+            f"{place.kind}: {', '.join(self.ambiguous[place.name])}; none was chosen",
             self.ambiguous[place.name],
         )
 
 
 def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> Located:
-    """Each class place found (at a known path, else by name), and the ambiguous ones."""
+    """Each place found (at a known path, else by name), and the ambiguous ones."""
     found: dict[str, tuple[Module, ast.ClassDef, str]] = {}
+    functions: dict[str, tuple[Module, FunctionNode, str]] = {}
     ambiguous: dict[str, tuple[str, ...]] = {}
     reexported: dict[str, tuple[str, ...]] = {}
     missing: list[Place] = []
     for place in places:
-        if place.kind != "class":
+        if place.kind == "function":
+            fhit = _known_function(index, place)
+            if fhit is None:
+                missing.append(place)
+            else:
+                functions[place.name] = fhit
             continue
         hit, shims = _known(index, reader, place)
         if hit is None:
@@ -124,13 +143,15 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
         if shims:
             reexported[place.name] = shims
     if not missing:
-        return Located(found, ambiguous, reexported)
+        return Located(found, ambiguous, reexported, functions)
     names = sorted({p.name for p in missing})
     pattern = re.compile(
-        rb"^[ \t]*class[ \t]+(" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b",
+        rb"^[ \t]*(?:class|def|async[ \t]+def)[ \t]+("
+        + b"|".join(re.escape(n.encode()) for n in names)
+        + rb")\b",
         re.MULTILINE,
     )
-    candidates: dict[str, list[tuple[Module, ast.ClassDef]]] = {n: [] for n in names}
+    candidates: dict[str, list[Module]] = {n: [] for n in names}
     roots = {p.search_under for p in missing}
     for relpath in index.tree.python_files():
         if not any(_under(relpath, r) for r in roots):
@@ -142,21 +163,32 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
         if module is None:
             continue
         for name in names:
-            node = module.classes.get(name)
-            if node is not None:
-                candidates[name].append((module, node))
+            if name in module.classes or name in module.functions:
+                candidates[name].append(module)
     for place in missing:
+        usable = [
+            m
+            for m in candidates[place.name]
+            if _under(m.relpath, place.search_under) and place.admits(m.dotted)
+        ]
+        if place.kind == "function":
+            hits = [(m, m.functions[place.name]) for m in usable if place.name in m.functions]
+            if len(hits) > 1:
+                ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in hits))
+            elif hits:
+                functions[place.name] = (*hits[0], "search")
+            continue
         matching = [
-            (m, n)
-            for m, n in candidates[place.name]
-            if _under(m.relpath, place.search_under) and _matches(reader, m, n, place)
+            (m, m.classes[place.name])
+            for m in usable
+            if place.name in m.classes and _matches(reader, m, m.classes[place.name], place)
         ]
         if len(matching) > 1:
             ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in matching))
         elif matching:
             module, node = matching[0]
             found[place.name] = (module, node, "search")
-    return Located(found, ambiguous, reexported)
+    return Located(found, ambiguous, reexported, functions)
 
 
 # --- run time -------------------------------------------------------------------------------------
@@ -185,19 +217,13 @@ def where(place: Place) -> Where:
         )
     with directory_tree(root, place.package, Meter()) as tree:
         index = Index(tree)
-        if place.kind == "function":
-            for dotted in place.modules:
-                module = index.module(module_file(dotted))
-                if module is not None and place.name in module.functions:
-                    return Where(dotted, "known", place.name)
-            raise _not_found(place, root)
         try:
             located = locate_all(index, ClassReader(index), (place,))
         except ScanError as exc:
             raise UpstreamNotFoundError(f"cannot find {place.name}: {exc}") from None
         if place.name in located.ambiguous:
             raise located.error(index.tree.description, place)
-        hit = located.found.get(place.name)
+        hit = located.found.get(place.name) or located.functions.get(place.name)
     if hit is None:
         raise _not_found(place, root)
     return Where(hit[0].dotted, hit[2], hit[1].name)

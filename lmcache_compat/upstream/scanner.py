@@ -21,7 +21,7 @@ from lmcache_compat.core.signatures import MethodFacts, to_json
 from lmcache_compat.core.surface import release_capabilities, render_surface, undecided
 from lmcache_compat.errors import InvalidSourceError, NotLMCacheError
 from lmcache_compat.scan.budgets import Meter
-from lmcache_compat.scan.classreader import ClassReader, Index
+from lmcache_compat.scan.classreader import ClassReader, Index, function_facts
 from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc
@@ -42,6 +42,7 @@ class ScanResult:
     #: class -> the dotted module that defines it, and how it was found ("known" or "search").
     modules: dict[str, str] = field(default_factory=dict)
     found_by: dict[str, str] = field(default_factory=dict)
+    #: The symbols (classes and functions) found nowhere.
     missing_classes: list[str] = field(default_factory=list)
     external_bases: dict[str, list[str]] = field(default_factory=dict)
     #: class -> the modules of the several definitions that match it (none was chosen).
@@ -49,6 +50,8 @@ class ScanResult:
     #: class -> its known modules that still provide it by re-exporting it from where it is
     #: now defined (``from new import *``, an explicit import, or an alias): deprecation shims.
     reexported_at: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: function -> its facts (functions the locations name: ``lmcache_get_config``).
+    functions: dict[str, MethodFacts] = field(default_factory=dict)
 
     @property
     def lmcache_version(self) -> str | None:
@@ -98,6 +101,14 @@ class ScanResult:
                     out.setdefault(cls, {})[name] = entry
         return out
 
+    def function_json(self) -> dict[str, dict[str, Any]]:
+        """Per function, its parameters (as ``surfaces`` renders them) and its details."""
+        out: dict[str, dict[str, Any]] = {}
+        for name, facts in sorted(self.functions.items()):
+            params, detail = to_json(facts)
+            out[name] = {"params": params, **detail}
+        return out
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"lmcache_version": self.lmcache_version, "source": self.source}
         if self.package != loc.LMCACHE:
@@ -108,6 +119,7 @@ class ScanResult:
         data["surfaces"] = self.surfaces()
         data["properties"] = self.properties()
         data["details"] = self.details()
+        data["functions"] = self.function_json()
         data["missing_classes"] = sorted(self.missing_classes)
         data["external_bases"] = {k: v for k, v in sorted(self.external_bases.items()) if v}
         if self.ambiguous:  # absent from a release matrix row: no real release has it
@@ -130,6 +142,13 @@ def scan_tree(tree: SourceTree, places: tuple[loc.Place, ...] = loc.LMCACHE_SCAN
         result.ambiguous.update(located.ambiguous)
         result.reexported_at.update(located.reexported)
         for place in places:
+            function = located.functions.get(place.name)
+            if function is not None:
+                fmodule, fnode, fhow = function
+                result.functions[place.name] = function_facts(fnode, drop_first=False)
+                result.modules[place.name] = fmodule.dotted
+                result.found_by[place.name] = fhow
+                continue
             found = located.found.get(place.name)
             if found is None:
                 if place.name not in located.ambiguous:
