@@ -38,7 +38,7 @@ from lmcache_compat.report.doctor_sglang import (
     sglang_check,
 )
 from lmcache_compat.scan.budgets import Meter
-from lmcache_compat.scan.classreader import parse_source
+from lmcache_compat.scan.modules import parse_source
 from lmcache_compat.scan.sources import package_root, read_regular_file
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.known_issues import (

@@ -29,7 +29,7 @@ from typing import Any
 
 from lmcache_compat.errors import NotLMCacheError
 from lmcache_compat.scan.budgets import Meter
-from lmcache_compat.scan.classreader import Index, Module
+from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc

@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from lmcache_compat.errors import ScanError
-from lmcache_compat.scan.classreader import Index, Module
+from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.upstream.source_facts import string_constant
 
 __all__ = ["scan_environment"]

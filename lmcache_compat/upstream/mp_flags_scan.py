@@ -16,7 +16,7 @@ import ast
 from typing import Any
 
 from lmcache_compat.errors import ScanError
-from lmcache_compat.scan.classreader import Index, Module
+from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.source_facts import (
     assignment,

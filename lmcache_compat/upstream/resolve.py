@@ -27,7 +27,8 @@ from typing import Any, NamedTuple
 from lmcache_compat.core.roles import role_named
 from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNotFoundError
 from lmcache_compat.scan.budgets import Meter
-from lmcache_compat.scan.classreader import ClassReader, Index, Module
+from lmcache_compat.scan.classreader import ClassReader
+from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.scan.sources import directory_tree, package_root
 from lmcache_compat.upstream.locations import Place
 from lmcache_compat.versions import version_or_none

@@ -21,7 +21,8 @@ from lmcache_compat.core.signatures import MethodFacts, to_json
 from lmcache_compat.core.surface import release_capabilities, render_surface, undecided
 from lmcache_compat.errors import InvalidSourceError, NotLMCacheError
 from lmcache_compat.scan.budgets import Meter
-from lmcache_compat.scan.classreader import ClassReader, Index, function_facts
+from lmcache_compat.scan.classreader import ClassReader, function_facts
+from lmcache_compat.scan.modules import Index
 from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc

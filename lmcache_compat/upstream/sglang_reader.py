@@ -32,7 +32,8 @@ from typing import Any, TypedDict
 
 from lmcache_compat.core.roles import SGLANG_LAYERWISE, SGLANG_MP, SGLANG_UNIFIED
 from lmcache_compat.scan.budgets import BUDGETS, Meter
-from lmcache_compat.scan.classreader import ClassReader, Index, Module, parse_source
+from lmcache_compat.scan.classreader import ClassReader
+from lmcache_compat.scan.modules import Index, Module, parse_source
 from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc

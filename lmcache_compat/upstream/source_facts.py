@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from lmcache_compat.scan.classreader import Index, Module, top_level
+from lmcache_compat.scan.modules import Index, Module, top_level
 from lmcache_compat.upstream.locations import Place, module_file
 
 __all__ = [

@@ -141,7 +141,8 @@ def test_several_matching_candidates_are_refused_and_named(tmp_path: Path) -> No
         "lmcache.other.copy",
         "lmcache.somewhere.new_home",
     ]
-    from lmcache_compat.scan.classreader import ClassReader, Index
+    from lmcache_compat.scan.classreader import ClassReader
+    from lmcache_compat.scan.modules import Index
     from lmcache_compat.upstream.resolve import locate_all
 
     with open_source(tree) as source:
