@@ -36,7 +36,7 @@ from lmcache_compat.report.config_tables import (  # noqa: E402
     migrate_example_markdown,
     mp_flag_moves_markdown,
 )
-from lmcache_compat.report.doctor import issue_json  # noqa: E402
+from lmcache_compat.report.doctor_json import issue_json  # noqa: E402
 from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
 from lmcache_compat.report.releases import ROLES, distinct  # noqa: E402
 from lmcache_compat.report.sglang_tables import (  # noqa: E402

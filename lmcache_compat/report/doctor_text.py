@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lmcache_compat.mp.server import ROUTE
-from lmcache_compat.report.doctor import DoctorJSON, IssueJSON, ServerJSON
 from lmcache_compat.report.doctor_config import ConfigJSON
+from lmcache_compat.report.doctor_json import DoctorJSON, IssueJSON, ServerJSON
 from lmcache_compat.upstream.known_issues import issue
 
 __all__ = ["format_config", "format_doctor", "format_mp_servers", "format_sglang", "format_verdict"]
