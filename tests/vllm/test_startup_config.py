@@ -1,4 +1,4 @@
-"""The connector's start-up configuration check (decided without vLLM): logged once per
+"""The connector's configuration check when it is built (decided without vLLM): logged once per
 process from the scheduler side; without PyYAML it says once that it skipped the check."""
 
 from __future__ import annotations

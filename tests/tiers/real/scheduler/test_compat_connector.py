@@ -131,9 +131,9 @@ def test_vllm_builds_our_connector_in_both_roles(full: dict[str, Any]) -> None:
 
 
 def test_the_configuration_is_checked_once_from_the_scheduler_side(full: dict[str, Any]) -> None:
-    """The start-up configuration check: one record per process, from the scheduler side (the
-    worker builds no check), naming exactly the harness's own LMCACHE_* variables, which no
-    part of the installed LMCache reads (tox's LMCACHE_GRID_* ...)."""
+    """The configuration check when the connector is built: one record per process, from the
+    scheduler side (the worker makes none), naming exactly the harness's own LMCACHE_*
+    variables, which no part of the installed LMCache reads (tox's LMCACHE_GRID_* ...)."""
     from lmcache_compat.config.schema import load_schemas
 
     records = [m for run in full["runs"] for m in run["scheduler_role"]["config_check"]]
