@@ -100,7 +100,7 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             super().__init__(vllm_config=vllm_config, role=role)
         native = _native(getattr(vllm_config.kv_transfer_config, "kv_connector_extra_config", None))
         if wants_config_check(role):  # once per process, before LMCache reads its configuration
-            log_startup_check(logger)
+            log_startup_check()
         self.attach(impl_class(native)(vllm_config, role, self), native=native, strict=True)
 
     def attach(self, engine: Any, *, native: bool = False, strict: bool = False) -> None:

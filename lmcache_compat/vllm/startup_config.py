@@ -20,7 +20,17 @@ from typing import Any
 from lmcache_compat.errors import LMCacheCompatError
 from lmcache_compat.vllm.plugin import CONNECTOR_NAME
 
-__all__ = ["StartupCheck", "log_startup_check", "startup_check", "wants_config_check"]
+__all__ = [
+    "LOGGER",
+    "StartupCheck",
+    "log_startup_check",
+    "startup_check",
+    "wants_config_check",
+]
+
+#: The configuration check's own logger (the connector's capability warning is
+#: ``lmcache_compat.vllm``'s): filter or raise it apart.
+LOGGER = logging.getLogger("lmcache_compat.config")
 
 #: How many findings the start-up log lists (the rest: ``lmcache-compat config check``).
 SHOWN = 20
@@ -112,8 +122,11 @@ def _one(finding: Any) -> str:
     return f"{where}{finding.key}: {finding.kind}: {finding.detail}; fix: {finding.fix}"
 
 
-def log_startup_check(logger: logging.Logger, environ: Mapping[str, str] | None = None) -> bool:
-    """Log :func:`startup_check` once per process; ``True`` when this call logged it."""
+def log_startup_check(
+    environ: Mapping[str, str] | None = None, logger: logging.Logger = LOGGER
+) -> bool:
+    """Log :func:`startup_check` once per process (to :data:`LOGGER`); ``True`` when this call
+    logged it."""
     if not ONCE.first():
         return False
     record = startup_check(environ)

@@ -113,7 +113,7 @@ def test_legacy_configuration_keys_say_so() -> None:
     [
         ("0.3.0", "512", "changed"),  # kept as a string: 0.3.0 does not convert file values
         ("0.3.5", "512", None),  # int("512")
-        ("0.3.5", "abc", "fails"),  # the conversion error propagates: LMCache does not start
+        ("0.3.5", "abc", "fails"),  # the conversion error propagates: the load fails
         ("0.5.6", "abc", "dropped"),  # a warning and None
         ("0.5.6", 256.7, "changed"),  # the fraction dropped
         ("0.5.6", True, "changed"),

@@ -61,6 +61,8 @@ OURS = "LMCacheCompatConnector"
 OURS_MODULE = "lmcache_compat.vllm"
 VLLMS = "LMCacheConnectorV1"
 COMPAT_LOGGER = "lmcache_compat.vllm"
+#: The connector's start-up configuration check (lmcache_compat/vllm/startup_config.py).
+CONFIG_LOGGER = "lmcache_compat.config"
 PROMPT_TOKENS = 64
 STORED_TOKENS = 48  # three 16-token blocks (and LMCache chunks) held "externally"
 FAILED_CHUNK = 1  # the second of them goes missing between lookup and load
@@ -289,7 +291,11 @@ def run_policy(
         extra_config=EXTRA,
     )
     result["effective_policy"] = config.kv_transfer_config.kv_load_failure_policy
-    with h.capture_logs(COMPAT_LOGGER) as compat_logs, h.timed(timings, "scheduler"):
+    with (
+        h.capture_logs(COMPAT_LOGGER) as compat_logs,
+        h.capture_logs(CONFIG_LOGGER) as config_logs,
+        h.timed(timings, "scheduler"),
+    ):
         scheduler = h.make_scheduler(config, num_blocks=64)
     connector = scheduler.connector
     result["scheduler_role"] = {
@@ -297,6 +303,7 @@ def run_policy(
         "impl": f"{type(h.lmcache_impl(scheduler)).__module__}."
         f"{type(h.lmcache_impl(scheduler)).__qualname__}",
         "compat_warnings": list(compat_logs.messages),
+        "config_check": list(config_logs.messages),
     }
     publisher = _Publisher()
     scheduler.kv_event_publisher = publisher  # INJECTED observation point (see module doc)
@@ -479,6 +486,7 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
         with (
             set_current_vllm_config(worker_config),
             h.capture_logs(COMPAT_LOGGER) as compat_logs,
+            h.capture_logs(CONFIG_LOGGER) as config_logs,
         ):
             ensure_kv_transfer_initialized(worker_config, kv_cache_config)
         worker = get_kv_transfer_group()
@@ -488,6 +496,7 @@ def run_full(tmp: Path, report: dict[str, Any]) -> None:
             "impl": f"{type(impl).__module__}.{type(impl).__qualname__}",
             "real_engine_is_none": impl.lmcache_engine is None,  # degraded mode on CPU
             "compat_warnings": list(compat_logs.messages),
+            "config_check": list(config_logs.messages),
             "capabilities": [c.value for c in worker.compat_adapter.capabilities],
             "bind_target": _callable_name(worker._plan.bind_engine),
         }

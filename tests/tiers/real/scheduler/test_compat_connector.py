@@ -25,6 +25,7 @@ importing vLLM and the first ``ModelConfig``).
 
 from __future__ import annotations
 
+import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,27 @@ def test_vllm_builds_our_connector_in_both_roles(full: dict[str, Any]) -> None:
         assert role["impl"] == IMPLS[full["lmcache"]]
         assert role["compat_warnings"] == []
         assert run["injection_point"] == "transport"
+
+
+def test_the_configuration_is_checked_once_from_the_scheduler_side(full: dict[str, Any]) -> None:
+    """The configuration check when the connector is built: one record per process, from the
+    scheduler side (the worker makes none), naming exactly the harness's own LMCACHE_*
+    variables, which no part of the installed LMCache reads (tox's LMCACHE_GRID_* ...)."""
+    from lmcache_compat.config.schema import load_schemas
+
+    records = [m for run in full["runs"] for m in run["scheduler_role"]["config_check"]]
+    assert full["worker_role"]["config_check"] == []
+    (record,) = records
+    head, *lines = record.splitlines()
+    schema = load_schemas().row(full["lmcache"])
+    named = {line.split()[1].rstrip(":") for line in lines if line.startswith("  env ")}
+    harness = {
+        k
+        for k in os.environ
+        if k.startswith("LMCACHE_") and k not in schema.env_names and k != "LMCACHE_CONFIG_FILE"
+    }
+    assert named == harness, (record, harness)
+    assert head.startswith(f"LMCacheCompatConnector: LMCache {full['lmcache']} would ignore")
 
 
 @pytest.mark.parametrize("policy", ["recompute", "fail", None])
