@@ -184,7 +184,7 @@ class UpstreamNotFoundError(LMCacheCompatError, ImportError):
     search of the installed package by name found no definition."""
 
 
-# --- scanning (each maps to an exit status of the command line: see ``cli.EXIT_STATUS``) ----------
+# --- scanning (each maps to an exit status: see ``report.statuses.EXIT_STATUS``) -------------
 
 
 class ScanError(LMCacheCompatError):

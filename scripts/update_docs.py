@@ -29,7 +29,6 @@ from lmcache_compat.core.roles import (  # noqa: E402
     MP_WORKER,
     SGLANG_LAYERWISE,
 )
-from lmcache_compat.report.cli import STATUSES  # noqa: E402
 from lmcache_compat.report.config_tables import (  # noqa: E402
     key_moves_markdown,
     loader_markdown,
@@ -43,6 +42,7 @@ from lmcache_compat.report.sglang_tables import (  # noqa: E402
     sglang_grid_markdown,
     variants_markdown,
 )
+from lmcache_compat.report.statuses import STATUSES  # noqa: E402
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
 from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402

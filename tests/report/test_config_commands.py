@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lmcache_compat.report.cli import STATUSES, main
+from lmcache_compat.report.cli import main
+from lmcache_compat.report.statuses import STATUSES
 
 CONFIG = "# for 0.3.5\nchunk_size: 256\nplugin_locations: [/p]\nerror_handling: false\n"
 
