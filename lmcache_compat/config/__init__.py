@@ -19,7 +19,9 @@ Reading YAML needs PyYAML and rewriting it ruamel.yaml: ``pip install 'lmcache-c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lmcache_compat._lazy import lazy_names
 
 if TYPE_CHECKING:
     from lmcache_compat.config.check import Finding, check_config, check_file
@@ -48,12 +50,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmcache_compat.config' has no attribute {name!r}")
-    import importlib  # lazy: each name loads only its own module (PEP 562)
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals(), __all__)

@@ -7,7 +7,9 @@ use (PEP 562).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lmcache_compat._lazy import lazy_names
 
 if TYPE_CHECKING:
     from lmcache_compat.sglang.adapters import (
@@ -61,16 +63,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lmcache_compat.sglang' has no attribute {name!r}")
-    import importlib  # lazy: import lmcache_compat.sglang stays light (PEP 562)
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals(), __all__)
