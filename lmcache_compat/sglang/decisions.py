@@ -83,7 +83,8 @@ def plan(
         return refuse(
             f"sglang {version} has no radix-cache registry ({loc.SGLANG_REGISTER_BACKEND.name}), "
             "so no plugin can give it a cache; use sglang's own integration "
-            "with the LMCache range doctor names, or the lmcache-compat adapter (docs/sglang.md)"
+            "with the LMCache range doctor names, or the lmcache-compat drop-ins "
+            "(lmcache_compat.sglang.legacy)"
         )
     classes = tuple(i["cache_class"] for i in sglang["integration"])
     variant = variant_for(classes, sglang["internals"], loc.SGLANG_LMC_UNIFIED_CACHE.name)

@@ -81,6 +81,8 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": True,
         },
         "RadixKey.token_ids; Req.kv_committed_len; _record_store_event",
+        verified=(("in-process", "==0.4.6"), ("in-process", "==0.5.6")),
+        tested_on="0.5.13",
     ),
     Variant(
         "radix-0.5.14",
@@ -93,6 +95,8 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": True,
         },
         "RadixKey.raw_token_ids(); Req.kv_committed_len; _record_store_event",
+        verified=(("in-process", "==0.4.6"), ("in-process", "==0.5.6")),
+        tested_on="0.5.14",
     ),
     Variant(
         "radix-0.5.18",
@@ -105,6 +109,8 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": True,
         },
         "as radix-0.5.14, and RadixKey keeps the request's cache_salt",
+        verified=(("in-process", "==0.4.6"), ("in-process", "==0.5.6")),
+        tested_on="0.5.18",
     ),
     Variant(
         "radix-0.5.19",
