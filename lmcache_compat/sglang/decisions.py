@@ -83,7 +83,8 @@ def plan(
         return refuse(
             f"sglang {version} has no radix-cache registry ({loc.SGLANG_REGISTER_BACKEND.name}), "
             "so no plugin can give it a cache; use sglang's own integration "
-            "with the LMCache range doctor names, or the lmcache-compat adapter (docs/sglang.md)"
+            "with the LMCache range doctor names, or the lmcache-compat drop-ins "
+            "(lmcache_compat.sglang.legacy)"
         )
     classes = tuple(i["cache_class"] for i in sglang["integration"])
     variant = variant_for(classes, sglang["internals"], loc.SGLANG_LMC_UNIFIED_CACHE.name)
@@ -108,7 +109,7 @@ def plan(
             True,
             "unified-mp",
             variant,
-            note=_unverified(variant, "unified-mp", lmcache),
+            note=_unverified(variant, "unified-mp", lmcache, version),
         )
     available = [m for m, cap in _MODE_CAPABILITY.items() if has[cap]]
     if not available:
@@ -125,12 +126,23 @@ def plan(
             f"{chosen} mode needs {_range(_MODE_CAPABILITY[chosen])} (this LMCache offers "
             f"{' and '.join(available)})"
         )
-    return Plan(version, lmcache, True, chosen, variant, note=_unverified(variant, chosen, lmcache))
+    return Plan(
+        version, lmcache, True, chosen, variant, note=_unverified(variant, chosen, lmcache, version)
+    )
 
 
-def _unverified(variant: Variant, mode: str, lmcache: str | None) -> str:
+def _unverified(variant: Variant, mode: str, lmcache: str | None, sglang: str | None) -> str:
     """``""`` for a pair lmcache-compat's sglang tier round-trips, else what it did not."""
     if lmcache is not None and variant.verifies(mode, lmcache):
+        if (
+            sglang is not None
+            and variant.tested_on is not None
+            and (Version(Version(sglang).public) != Version(variant.tested_on))
+        ):
+            return (
+                f"verified on sglang {variant.tested_on}, whose internals this sglang shares "
+                "(this release itself is not run by lmcache-compat's tests)"
+            )
         return ""
     why = ""
     if mode == "in-process" and (
@@ -139,4 +151,6 @@ def _unverified(variant: Variant, mode: str, lmcache: str | None) -> str:
         why = f": the in-process connector of LMCache before {CPU_IN_PROCESS_FROM} needs CUDA"
     elif variant.tested_on is None:
         why = f": no sglang release of variant {variant.name} is installed by the tests"
+    else:
+        why = f": they run variant {variant.name}'s {mode} mode over other LMCache releases"
     return f"not verified by lmcache-compat's tests{why}"

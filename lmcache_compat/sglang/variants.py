@@ -58,11 +58,17 @@ class Variant:
     tested_on: str | None = None
 
     def verifies(self, mode: str, lmcache: str) -> bool:
-        """Whether the tier round-trips ``mode`` over LMCache ``lmcache`` for this variant."""
-        from packaging.specifiers import SpecifierSet  # lazy: only the plan asks
+        """Whether the tier round-trips ``mode`` over LMCache ``lmcache`` for this variant: a
+        release of the shipped matrix (the tier runs those) that a row's specifier admits."""
+        # lazy: only the plan asks, and the matrix is read once
+        from packaging.specifiers import SpecifierSet
         from packaging.version import Version
 
+        from lmcache_compat.upstream.matrix import load_matrix
+
         public = Version(Version(lmcache).public)
+        if public not in {Version(v) for v in load_matrix().versions}:
+            return False  # a release the tier has not run: not verified, whatever the row says
         return any(
             m == mode and SpecifierSet(spec).contains(public, prereleases=True)
             for m, spec in self.verified
@@ -81,6 +87,8 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": True,
         },
         "RadixKey.token_ids; Req.kv_committed_len; _record_store_event",
+        verified=(("in-process", "==0.4.6"), ("in-process", "==0.5.6")),
+        tested_on="0.5.13",
     ),
     Variant(
         "radix-0.5.14",
@@ -93,6 +101,8 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": True,
         },
         "RadixKey.raw_token_ids(); Req.kv_committed_len; _record_store_event",
+        verified=(("in-process", "==0.4.6"), ("in-process", "==0.5.6")),
+        tested_on="0.5.14",
     ),
     Variant(
         "radix-0.5.18",
@@ -105,6 +115,8 @@ VARIANTS: tuple[Variant, ...] = (
             "req_flat_kv": True,
         },
         "as radix-0.5.14, and RadixKey keeps the request's cache_salt",
+        verified=(("in-process", "==0.4.6"), ("in-process", "==0.5.6")),
+        tested_on="0.5.18",
     ),
     Variant(
         "radix-0.5.19",

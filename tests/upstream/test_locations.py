@@ -24,7 +24,7 @@ from tests.support.archives import (
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "lmcache_compat"
 #: An upstream module path, dotted or as a file path (``lmcache.v1.x``, ``vllm/distributed``).
-UPSTREAM_PATH = re.compile(r"(?<![\w.])(lmcache|vllm)[./][A-Za-z_]")
+UPSTREAM_PATH = re.compile(r"(?<![\w.])(lmcache|vllm|sglang)[./][A-Za-z_]")
 
 
 def _docstrings(tree: ast.Module) -> set[int]:

@@ -160,6 +160,11 @@ def main(mode: str) -> dict[str, Any]:
     return out
 
 
+def run(arg: str) -> dict[str, Any]:
+    """What the sglang driver calls in a forked child (the command line's argument)."""
+    return main(arg)
+
+
 if __name__ == "__main__":
     result = main(sys.argv[1])
     print("RESULT: " + json.dumps(result), flush=True)

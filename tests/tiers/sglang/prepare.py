@@ -12,7 +12,8 @@ on, and the MP-server venvs of the releases the MP tests run against.
    ENV_DIR/lmcache-releases/V``, once;
 3. each sglang release a backend variant is verified on (``Variant.tested_on``) other than
    0.5.23, ``--no-deps --target ENV_DIR/sglang-releases/V`` (it runs beside these pins, with the
-   stand-ins in ``stubs_gpu_only``);
+   stand-ins in ``stubs_gpu_only``), and what it needs besides
+   (``constraints/sglang-V-extras.txt``, its own transformers) into ``.../V-extras``;
 4. the MP-server venvs of the LMCache releases the MP tests use
    (``tests/tiers/mp_server/venvs.py``, under ``LMCACHE_MP_TIER_VENVS``).
 
@@ -60,13 +61,27 @@ def lmcache_releases() -> list[str]:
     ]
 
 
+def extras_file(version: str) -> Path:
+    """What sglang ``version`` needs beside the 0.5.23 pins (may not exist: nothing)."""
+    return HERE / "constraints" / f"sglang-{version}-extras.txt"
+
+
 def install_sglang(version: str, root: Path) -> Path:
+    """sglang ``version`` into ``root/V``, and its extras (if any) into ``root/V-extras``."""
     target = root / version
-    if (target / "sglang").is_dir() and (target / f"sglang-{version}.dist-info").is_dir():
-        return target
-    if target.exists():
-        shutil.rmtree(target)
-    uv_install(f"sglang=={version}", target=target)
+    if not ((target / "sglang").is_dir() and (target / f"sglang-{version}.dist-info").is_dir()):
+        if target.exists():
+            shutil.rmtree(target)
+        uv_install(f"sglang=={version}", target=target)
+    extras = extras_file(version)
+    if extras.is_file():
+        side = root / f"{version}-extras"
+        stamp = side / ".constraints"
+        if not (stamp.is_file() and stamp.read_text() == extras.read_text()):
+            if side.exists():
+                shutil.rmtree(side)
+            uv_install(requirements=extras, target=side)
+            stamp.write_text(extras.read_text())
     return target
 
 

@@ -26,6 +26,7 @@ Prints ``RESULT: {json}``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -263,29 +264,57 @@ def _wait(ready: Any, timeout: float = 15.0) -> None:
         time.sleep(0.02)
 
 
-class _Req:
-    """The fields of sglang's ``Req`` the caches read: flat (through 0.5.18) and under
-    ``req.kv`` (sglang's own ``ReqKvInfo`` where the release has it)."""
+def _make_req(rid: str, tokens: list[int], pool_idx: int) -> Any:
+    """A request the caches can finish and match: sglang's own ``Req`` class (its methods, such
+    as 0.5.14's ``pop_committed_kv_cache``, are sglang's code), its state set directly (a real
+    constructor needs sampling parameters and a tokenizer). Flat fields (through 0.5.18) and
+    ``req.kv`` (sglang's ``ReqKvInfo``, where the release has it) both hold the KV state."""
+    from sglang.srt.managers import schedule_batch
 
-    def __init__(self, rid: str, tokens: list[int], pool_idx: int) -> None:
-        self.rid = rid
-        self.origin_input_ids = tokens
-        self.output_ids: list[int] = []
-        self.extra_key = None
-        self.cache_salt = None
-        self.priority = 0
-        self.kv_committed_len = len(tokens)
-        self.req_pool_idx = pool_idx
-        self.cache_protected_len = 0
-        self.last_node = None
-        try:
-            from sglang.srt.managers.schedule_batch import ReqKvInfo
-        except ImportError:
-            self.kv = None
-        else:
-            self.kv = ReqKvInfo()
-            self.kv.req_pool_idx = pool_idx
-            self.kv.kv_committed_len = self.kv.kv_allocated_len = len(tokens)
+    req = object.__new__(schedule_batch.Req)
+    state: dict[str, Any] = {
+        "rid": rid,
+        "origin_input_ids": tokens,
+        "output_ids": [],
+        "extra_key": None,
+        "cache_salt": None,
+        "priority": 0,
+        "kv_committed_len": len(tokens),
+        "kv_allocated_len": len(tokens),
+        "req_pool_idx": pool_idx,
+        "cache_protected_len": 0,
+        "kv_committed_freed": False,
+        "kv_overallocated_freed": False,
+        "reasoning_tokens": 0,
+        "last_node": None,
+    }
+    info = getattr(schedule_batch, "ReqKvInfo", None)
+    if info is not None:
+        import dataclasses
+
+        required = [
+            f.name
+            for f in dataclasses.fields(info)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        kv = info(**dict.fromkeys(required, 0))
+        for name, value in (
+            ("req_pool_idx", pool_idx),
+            ("kv_committed_len", len(tokens)),
+            ("kv_allocated_len", len(tokens)),
+        ):
+            _set(kv, name, value)
+        state["kv"] = kv
+    for name, value in state.items():
+        _set(req, name, value)
+    return req
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    """Set what this release's class lets be set (a read-only property, or a field the
+    release's record does not have, is left alone)."""
+    with contextlib.suppress(AttributeError):
+        setattr(obj, name, value)
 
 
 def _radix_round_trip(  # noqa: PLR0917 (the child's own helper)
@@ -304,14 +333,14 @@ def _radix_round_trip(  # noqa: PLR0917 (the child's own helper)
         t[slots] = torch.randn(TOKENS, HEADS, DIM).to(t.dtype)
     original = [t[slots].clone() for t in kv.k_buffer + kv.v_buffer]
     r2t.req_to_token[1, :TOKENS] = slots
-    req = _Req("r1", tokens, 1)
+    req = _make_req("r1", tokens, 1)
     cache.cache_finished_req(req, **_finished_kwargs(cache))
     step("cache_finished_req (stored)")
     cache.evict(find(loc.SGLANG_EVICT_PARAMS)(num_tokens=TOKENS))  # drop the tree's copy
     cache.reset()  # a fresh tree: only LMCache holds the KV now
     for t in kv.k_buffer + kv.v_buffer:
         t.zero_()  # and the pool forgets it: what is compared below was loaded
-    second = _Req("r2", tokens, 2)
+    second = _make_req("r2", tokens, 2)
     result = cache.match_prefix(match_params(key=radix_key(tokens), req=second))
     for attempt in range(50 if mode == "mp" else 0):
         # a stored chunk becomes visible to lookups a little after STORE answers (CPU server)
@@ -319,7 +348,7 @@ def _radix_round_trip(  # noqa: PLR0917 (the child's own helper)
             break
         cache.lmcache_connector.end_session(second.rid)
         time.sleep(0.1)
-        second = _Req(f"r2-{attempt}", tokens, 2)
+        second = _make_req(f"r2-{attempt}", tokens, 2)
         result = cache.match_prefix(match_params(key=radix_key(tokens), req=second))
     if mode == "mp" and getattr(result, "host_hit_length", None):
         params = find(loc.SGLANG_MATCH_PARAMS).__module__
@@ -355,6 +384,11 @@ def _finished_kwargs(cache: Any) -> dict[str, Any]:
     base: Any = type(cache).__mro__[1]
     params = inspect.signature(base.cache_finished_req).parameters
     return {"kv_len_to_handle": TOKENS} if "kv_len_to_handle" in params else {}
+
+
+def run(arg: str) -> dict[str, Any]:
+    """What the sglang driver calls in a forked child (the command line's argument)."""
+    return main(json.loads(arg))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
@@ -42,8 +43,10 @@ UNIFIED = [r.version for r in MATRIX.rows if r.has(Capability.SGLANG_UNIFIED_MP)
 RUNS_ON_CPU = [v for v in IN_PROCESS if Version(v) >= Version(CPU_IN_PROCESS_FROM)]
 #: What the in-process connector of a release before CPU_IN_PROCESS_FROM fails on, on CPU.
 CUDA_ONLY = re.compile(r"cuda|CUDA")
-#: The sglang 0.5.13 ... 0.5.20 release the tier installs (the radix variant it verifies).
-RADIX = next(v for v in VARIANTS if v.kind == "radix" and v.tested_on)
+#: The radix variants (sglang 0.5.13 ... 0.5.20), each verified on the release it names.
+RADIX_VARIANTS = [v for v in VARIANTS if v.kind == "radix"]
+#: The one whose MP mode is verified too (against a real server, with the CPU layout).
+RADIX = next(v for v in RADIX_VARIANTS if any(m == "mp" for m, _ in v.verified))
 UNIFIED_VARIANT = next(v for v in VARIANTS if v.kind == "unified")
 
 
@@ -58,12 +61,14 @@ def _verified(variant: Any, mode: str) -> list[str]:
 # --- the in-process adapter over every release ------------------------------------------------
 
 
+LAYERWISE = "tests.tiers.sglang.layerwise_child"
+REGISTRY = "tests.tiers.sglang.registry_child"
+
+
 @pytest.fixture(scope="module")
-def adapter_runs() -> dict[str, Any]:
-    jobs = [(v, v) for v in IN_PROCESS]
-    return tier.parallel(
-        jobs, lambda v: tier.child("tests.tiers.sglang.layerwise_child", "adapter", lmcache=v)
-    )
+def adapter_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    jobs = [tier.job(v, LAYERWISE, "adapter", lmcache=v) for v in IN_PROCESS]
+    return tier.batch(jobs, tmp_path_factory.mktemp("adapter"))
 
 
 @pytest.mark.parametrize("version", IN_PROCESS)
@@ -118,17 +123,27 @@ SHAPES = _call_shapes()
 
 
 @pytest.fixture(scope="module")
-def shape_runs() -> dict[str, Any]:
-    def run(job: tuple[str, str, dict[str, str]]) -> dict[str, Any]:
-        _, version, keywords = job
-        return tier.child(
-            "tests.tiers.sglang.layerwise_child",
+def shape_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # runs that pass the same keywords (the same source texts) share one child per release
+    distinct = {_shape_key(s): s for s in SHAPES}
+    jobs = [
+        tier.job(
+            key,
+            LAYERWISE,
             "sglang",
             lmcache=version,
-            extra_env={"SGLANG_CALL_KEYWORDS": json.dumps(keywords)},
+            env={"SGLANG_CALL_KEYWORDS": json.dumps(keywords)},
         )
+        for key, (_, version, keywords) in distinct.items()
+    ]
+    done = tier.batch(jobs, tmp_path_factory.mktemp("shapes"))
+    return {f"{s[0]}|{s[1]}": done[_shape_key(s)] for s in SHAPES}
 
-    return tier.parallel([(f"{s[0]}|{s[1]}", s) for s in SHAPES], run)
+
+def _shape_key(shape: tuple[str, str, dict[str, str]]) -> str:
+    """A short name (a child's files are named by it) for a release and the keywords passed."""
+    text = json.dumps([shape[1], shape[2]], sort_keys=True)
+    return f"{shape[1]}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
 
 
 @pytest.mark.parametrize(("run_label", "version", "keywords"), SHAPES)
@@ -176,17 +191,10 @@ def _legacy_keywords() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def legacy_runs() -> dict[str, Any]:
-    keywords = json.dumps(_legacy_keywords())
-    return tier.parallel(
-        [(v, v) for v in RUNS_ON_CPU],
-        lambda v: tier.child(
-            "tests.tiers.sglang.layerwise_child",
-            "legacy",
-            lmcache=v,
-            extra_env={"SGLANG_CALL_KEYWORDS": keywords},
-        ),
-    )
+def legacy_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    env = {"SGLANG_CALL_KEYWORDS": json.dumps(_legacy_keywords())}
+    jobs = [tier.job(v, LAYERWISE, "legacy", lmcache=v, env=env) for v in RUNS_ON_CPU]
+    return tier.batch(jobs, tmp_path_factory.mktemp("legacy"))
 
 
 @pytest.mark.parametrize("version", RUNS_ON_CPU)
@@ -201,16 +209,26 @@ def test_old_sglang_s_calls_round_trip_through_the_drop_ins(
 # --- sglang's registry builds the backend -------------------------------------------------------
 
 
-def _registry(mode: str, lmcache: str, sglang: str, tmp: Path, port: int | None) -> dict[str, Any]:
+def _registry_job(
+    mode: str, lmcache: str, sglang: str, tmp: Path, port: int | None
+) -> dict[str, Any]:
     spec = {"mode": mode, "mp_port": port, "fixture": str(tier.FIXTURE), "tmp": str(tmp)}
     tmp.mkdir(parents=True, exist_ok=True)
-    return tier.child(
-        "tests.tiers.sglang.registry_child",
+    return tier.job(
+        lmcache,
+        REGISTRY,
         json.dumps(spec),
         lmcache=lmcache,
         sglang=sglang,
-        extra_env={"LMCACHE_COMPAT_SGLANG_MODE": "auto" if mode == "unified" else mode},
+        env={"LMCACHE_COMPAT_SGLANG_MODE": "auto" if mode == "unified" else mode},
     )
+
+
+def _registry(mode: str, lmcache: str, sglang: str, tmp: Path, port: int | None) -> dict[str, Any]:
+    result: dict[str, Any] = tier.batch(
+        [_registry_job(mode, lmcache, sglang, tmp / "c", port)], tmp / "driver"
+    )[lmcache]
+    return result
 
 
 @pytest.mark.parametrize("version", _verified(UNIFIED_VARIANT, "unified-mp"))
@@ -235,24 +253,38 @@ def test_the_unified_backend_refuses_a_release_without_the_unified_connector(
     assert "\n" not in run["error"]
 
 
+RADIX_PAIRS = [
+    (variant.name, str(variant.tested_on), version)
+    for variant in RADIX_VARIANTS
+    for version in _verified(variant, "in-process")
+]
+
+
 @pytest.fixture(scope="module")
 def radix_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    assert RADIX.tested_on is not None
     root = tmp_path_factory.mktemp("radix")
-    versions = _verified(RADIX, "in-process")
-    return tier.parallel(
-        [(v, v) for v in versions],
-        lambda v: _registry("in-process", v, str(RADIX.tested_on), root / v, None),
-    )
+    jobs = []
+    for name, sglang, version in RADIX_PAIRS:
+        job = _registry_job("in-process", version, sglang, root / name / version, None)
+        job["name"] = f"{name}|{version}"
+        jobs.append(job)
+    return tier.batch(jobs, root / "driver")
 
 
-@pytest.mark.parametrize("version", _verified(RADIX, "in-process"))
-def test_the_radix_backend_in_process_on_an_older_sglang(
-    version: str, radix_runs: dict[str, Any]
+def test_every_radix_variant_is_verified_on_a_real_sglang() -> None:
+    for variant in RADIX_VARIANTS:
+        assert variant.tested_on and _verified(variant, "in-process"), variant.name
+        release = load_sglang_grid().release(variant.tested_on)
+        assert release.variant == variant.name  # the release the tier installs is of it
+
+
+@pytest.mark.parametrize(("variant", "sglang", "version"), RADIX_PAIRS)
+def test_the_radix_backend_in_process_on_older_sglang(
+    variant: str, sglang: str, version: str, radix_runs: dict[str, Any]
 ) -> None:
-    run = radix_runs[version]
+    run = radix_runs[f"{variant}|{version}"]
     assert run.get("identical") is True, run
-    assert run["sglang"] == RADIX.tested_on and run["connector"] == "SGLangLayerwiseAdapter"
+    assert run["sglang"] == sglang and run["connector"] == "SGLangLayerwiseAdapter"
     assert run["steps"][1]["cache"] == "CompatRadixCache"
 
 

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +59,9 @@ def child_env(
     target = sglang_target(sglang) if sglang is not None else None
     if target is not None:
         path.append(str(target))
+        extras = target.with_name(f"{target.name}-extras")
+        if extras.is_dir():  # its own transformers (constraints/sglang-V-extras.txt)
+            path.append(str(extras))
     path += [str(lmcache_target(lmcache)), str(STUBS)]
     if target is not None:
         path.append(str(GPU_ONLY_STUBS))
@@ -107,11 +109,44 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float) -> dict[str, Any]:
     return result
 
 
-def parallel(jobs: Sequence[tuple[str, Any]], run: Any, workers: int = 2) -> dict[str, Any]:
-    """``{key: run(arg)}`` for every job, two at a time (a 2-core machine)."""
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {key: pool.submit(run, arg) for key, arg in jobs}
-        return {key: f.result() for key, f in futures.items()}
+def job(
+    name: str,
+    module: str,
+    arg: str,
+    *,
+    lmcache: str,
+    sglang: str | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = CHILD_TIMEOUT,
+) -> dict[str, Any]:
+    """One job for :func:`batch`: ``module.run(arg)`` with LMCache ``lmcache`` (and sglang
+    ``sglang``) first on the path."""
+    path = child_env(lmcache, sglang)["PYTHONPATH"].split(os.pathsep)
+    return {
+        "name": name,
+        "module": module,
+        "arg": arg,
+        "path": path,
+        "env": {**ENV, **(env or {})},
+        "timeout": timeout,
+    }
+
+
+def batch(jobs: Sequence[dict[str, Any]], work: Path) -> dict[str, Any]:
+    """Every job in a child forked from one driver that imported torch once (two at a time):
+    ``{name: result}``."""
+    work.mkdir(parents=True, exist_ok=True)
+    spec = work / "jobs.json"
+    spec.write_text(json.dumps(list(jobs)))
+    timeout = sum(j["timeout"] for j in jobs) / 2 + 120
+    out = _run(
+        [sys.executable, "-m", "tests.tiers.sglang.driver", str(spec), str(work)],
+        {**os.environ, **ENV, "PYTHONPATH": str(ROOT)},
+        timeout,
+    )
+    if "error" in out and not any(j["name"] in out for j in jobs):
+        raise RuntimeError(f"the sglang driver failed: {out}")
+    return out
 
 
 @contextlib.contextmanager
