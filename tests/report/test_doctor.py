@@ -3,17 +3,14 @@ matrix whose classes moved, files that contradict the version, an engine class t
 
 from __future__ import annotations
 
-import importlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lmcache_compat.report.cli import main
-from lmcache_compat.upstream.resolve import clear_find_cache
-from lmcache_compat.versions import installed_distribution_version
+from tests.report.conftest import install_dist as _dist
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree
 
 MOVED = "lmcache/inprocess/integration/vllm/vllm_v1_adapter.py"
@@ -24,25 +21,6 @@ class LMCacheConnectorV1:
         from lmcache.integration.vllm.vllm_v1_adapter import LMCacheConnectorV1Impl
 """
 VLLM_FILE = "vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py"
-
-
-def _dist(site: Path, name: str, version: str) -> None:
-    info = site / f"{name}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-
-
-@pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "site"
-    root.mkdir()
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    installed_distribution_version.cache_clear()
-    clear_find_cache()
-    yield root
-    installed_distribution_version.cache_clear()
-    clear_find_cache()
 
 
 def _install_vllm(site: Path, version: str = "0.32.0") -> None:

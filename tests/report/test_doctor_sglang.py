@@ -5,18 +5,15 @@ with vLLM installed too, both verdicts are reported."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lmcache_compat.report.cli import main
-from lmcache_compat.upstream.resolve import clear_find_cache
-from lmcache_compat.versions import installed_distribution_version
+from tests.report.conftest import install_dist as _dist
 from tests.sglang.test_reader import CACHE, LMC_RADIX
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree
 from tests.upstream.test_sglang_surface import SGLANG_ADAPTER, UTILS
@@ -60,25 +57,6 @@ class LMCacheMPConnector:
     def reset(self): ...
     def close(self): ...
 """
-
-
-def _dist(site: Path, name: str, version: str) -> None:
-    info = site / f"{name}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-
-
-@pytest.fixture
-def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    root = tmp_path / "site"
-    root.mkdir()
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    installed_distribution_version.cache_clear()
-    clear_find_cache()
-    yield root
-    installed_distribution_version.cache_clear()
-    clear_find_cache()
 
 
 def _sglang(site: Path, registry: bool) -> None:
