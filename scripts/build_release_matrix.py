@@ -30,7 +30,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat.upstream.matrix import DATA_FILE  # noqa: E402
+from lmcache_compat.upstream.matrix import DATA_FILE, row_json  # noqa: E402
 from lmcache_compat.upstream.scanner import scan  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
 from tests.support import index  # noqa: E402
@@ -165,24 +165,7 @@ def main() -> int:
                 f"{path}: metadata says {result['lmcache_version']}, index says {version}"
             )
         print(f"  {version:<14} {f['filename']}", file=sys.stderr)
-        rows.append(
-            {
-                "version": version,
-                "artifact": f["filename"],
-                "sha256": f["hashes"]["sha256"],
-                "capabilities": result["capabilities"],
-                "modules": result["modules"],
-                "found_by": result["found_by"],
-                "missing_classes": result["missing_classes"],
-                "surfaces": result["surfaces"],
-                "properties": result["properties"],
-                "details": result["details"],
-                "functions": result["functions"],
-                "external_bases": result["external_bases"],
-                # only where a release leaves a re-export at a known path
-                **({"reexported_at": result["reexported_at"]} if "reexported_at" in result else {}),
-            }
-        )
+        rows.append(row_json(result, artifact=f["filename"], sha256=f["hashes"]["sha256"]))
     write_matrix(rows)
     print(f"wrote {len(rows)} releases to {DATA.relative_to(ROOT)}", file=sys.stderr)
     if args.docs:

@@ -5,7 +5,8 @@ evaluated). :func:`parse` turns that text into an :class:`Annotation`: the union
 alternatives, each a :class:`Type` (the last dotted name, folded to one spelling, with its
 arguments). So ``Optional[bytes]``, ``Union[bytes, None]``, ``bytes | None``, ``"bytes | None"``
 and ``typing.Optional[builtins.bytes]`` are one annotation, ``typing.List[int]`` is
-``list[int]``, ``Annotated[X, ...]`` is ``X``, and ``NoneType`` is ``None``. Text that does not
+``list[int]``, ``Annotated[X, ...]`` is ``X``, ``ForwardRef('X')`` is ``X``, and ``NoneType`` is
+``None``. Text that does not
 parse as an annotation (or is over the size and depth limits) gives ``None``: a rule then says it
 cannot classify it, never guesses.
 
@@ -128,6 +129,16 @@ class _Reader:
             if head == "Literal":
                 return [(Type("Literal", tuple(self._literal(a) for a in args)),)]
             return [(Type(head, tuple(self.union(a, depth + 1) for a in args)),)]
+        if (  # str() of an evaluated Optional['X'] (a module without `from __future__ import
+            # annotations`, probed live) prints Optional[ForwardRef('X')]: the quoted 'X'
+            isinstance(node, ast.Call)
+            and isinstance(node.func, (ast.Name, ast.Attribute))
+            and _head(node.func) == "ForwardRef"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            return self._members(node.args[0], depth + 1)
         if isinstance(node, ast.List):  # Callable[[int, str], None]
             return [(Type("[]", tuple(self.union(e, depth + 1) for e in node.elts)),)]
         raise _TooComplex

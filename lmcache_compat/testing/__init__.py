@@ -2,6 +2,7 @@
 
 ``fake_class(release, name)`` is a class with exactly the surface the shipped release matrix
 records for that release; ``fake(release, name)`` an instance of it (built with no arguments);
+``double(name)`` the same over the installed LMCache's real class (:mod:`.installed`);
 :mod:`lmcache_compat.testing.faults` injects the faults a connector must handle, and
 :mod:`lmcache_compat.testing.pytest_plugin` (opt-in) runs a test over several releases.
 Nothing is imported until a name is used (PEP 562). See docs/testing.md.
@@ -37,10 +38,12 @@ if TYPE_CHECKING:
         slow_wait_for_save,
         unhealthy,
     )
+    from lmcache_compat.testing.installed import double, double_class, installed_row, real_class
     from lmcache_compat.testing.shapes import empty_value
 
 _FAKES = "lmcache_compat.testing.fakes"
 _FAULTS = "lmcache_compat.testing.faults"
+_INSTALLED = "lmcache_compat.testing.installed"
 #: Public name -> the module that defines it (imported on first use).
 _LAZY = {
     "UNSET": _FAKES,
@@ -63,6 +66,10 @@ _LAZY = {
     "slow_wait_for_save": _FAULTS,
     "unhealthy": _FAULTS,
     "empty_value": "lmcache_compat.testing.shapes",
+    "double": _INSTALLED,
+    "double_class": _INSTALLED,
+    "installed_row": _INSTALLED,
+    "real_class": _INSTALLED,
 }
 
 __all__ = [
@@ -71,14 +78,18 @@ __all__ = [
     "Call",
     "Fake",
     "Injected",
+    "double",
+    "double_class",
     "empty_value",
     "fail_loads",
     "fake",
     "fake_class",
     "fake_module",
+    "installed_row",
     "kv_events",
     "lost_reply",
     "queue",
+    "real_class",
     "release_row",
     "set_delay",
     "set_raises",

@@ -80,8 +80,10 @@ class Fake:
     :func:`set_raises`, :func:`set_delay` and the faults, and read ``fake.calls`` (an instance
     attribute, so probes never see it)."""
 
-    #: The release this class fakes and each member's return annotation (set per class).
+    #: The release this class fakes, its row and each member's return annotation (set per
+    #: class).
     _release: ClassVar[str] = ""
+    _row: ClassVar[ReleaseRow]
     _returns: ClassVar[Mapping[str, str | None]] = {}
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
@@ -293,9 +295,10 @@ def release_row(release: str) -> ReleaseRow:
 
 
 def fake_module(release: str | ReleaseRow) -> types.ModuleType:
-    """A module holding fakes of every class the release's row describes (cached per release)."""
+    """A module holding fakes of every class the release's row describes (cached per row: the
+    shipped one, or another such as :func:`lmcache_compat.testing.installed.installed_row`)."""
     row = release if isinstance(release, ReleaseRow) else release_row(release)
-    name = f"lmcache_compat_fakes_{row.version.replace('.', '_')}"
+    name = f"lmcache_compat_fakes_{row.version.replace('.', '_')}_{row.sha256[:12]}"
     cached = sys.modules.get(name)
     if cached is not None:
         return cached
@@ -327,6 +330,7 @@ def fake_module(release: str | ReleaseRow) -> types.ModuleType:
         cls.__module__ = name
         if issubclass(cls, Fake):
             cls._release = row.version
+            cls._row = row
             cls._returns = _returns(row, cls_name)
             _literals(cls, row, cls_name)
     return module

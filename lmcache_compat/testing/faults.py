@@ -19,7 +19,7 @@ from typing import Any
 
 from lmcache_compat.core.catalog import Capability, CapabilitySpec
 from lmcache_compat.core.roles import MP_SCHEDULER
-from lmcache_compat.testing.fakes import Fake, queue, release_row, set_delay, set_result
+from lmcache_compat.testing.fakes import Fake, queue, set_delay, set_result
 
 __all__ = [
     "FAULTS",
@@ -113,7 +113,7 @@ def _inject(fake: Fake, fault: str, visible_note: str) -> tuple[Injected, Capabi
         names = ", ".join(c.spec.owner.name for c in spec.capabilities)
         raise TypeError(f"fault {fault!r} is injected into {names}, not {type(fake).__name__}")
     release = fake._release
-    if release_row(release).has(owned.capability):
+    if fake._row.has(owned.capability):
         return Injected(fault, release, True, visible_note), owned
     note = (
         f"LMCache {release} lacks {owned.capability.value} (since {owned.since}): {spec.absent}; "

@@ -14,6 +14,7 @@ the reason, on a release without those capabilities.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,47 +35,39 @@ class Release:
     classes), and what it can do."""
 
     version: str
-    row: ReleaseRow | None
+    row: ReleaseRow
     installed: bool = False
 
     def fake(self, name: str) -> type[Any]:
         """The class ``name`` of this release: a fake generated from the shipped data, or with
         ``installed`` the real class (found by lmcache_compat.upstream.resolve, imported only
-        from its own module)."""
+        from its own module; a class that does not import here skips the test, saying why)."""
         if self.installed:
-            from lmcache_compat.upstream import locations  # lazy: keeps pytest start-up light
-            from lmcache_compat.upstream.resolve import find  # lazy: keeps pytest start-up light
+            from lmcache_compat.testing.installed import real_class  # lazy: pytest start-up
 
-            place = next(
-                (p for p in locations.PLACES if p.name == name and p.package == locations.LMCACHE),
-                None,
-            )
-            if place is None:
-                raise LookupError(f"lmcache-compat knows no LMCache class {name!r}")
-            cls: type[Any] = find(place)
+            cls: type[Any] = _importable(self.version, name, real_class)
             return cls
         from lmcache_compat.testing.fakes import fake_class  # lazy: pytest start-up
 
         return fake_class(self.version, name)
 
     def engine(self, name: str) -> Any:
-        """An instance of the fake of ``name``, built with no arguments (fakes only: a real
-        LMCache class needs vLLM's configuration to build)."""
+        """An instance of the fake of ``name``, built with no arguments. With ``installed``: a
+        double of the real class (a subclass of it whose public members are the fake's, read
+        from the installed files; see :mod:`lmcache_compat.testing.installed`), so the same
+        test runs on fakes and on the real classes."""
         if self.installed:
-            pytest.skip(f"LMCache {self.version} is real here: no instance without vLLM")
+            from lmcache_compat.testing.installed import double  # lazy: pytest start-up
+
+            return _importable(self.version, name, double)
         from lmcache_compat.testing.fakes import fake  # lazy: pytest start-up
 
         return fake(self.version, name)
 
     def has(self, capability: Capability | str) -> bool:
-        """Whether this release has ``capability`` (from the shipped row; an installed release
-        the data does not know: from a live probe of the real class that owns it)."""
-        if self.row is not None:
-            return self.row.has(capability)
-        from lmcache_compat.core.probes import probe  # lazy: pytest start-up
-
-        spec = Capability(capability).spec
-        return Capability(capability) in probe(self.fake(spec.owner.name))
+        """Whether this release has ``capability`` (from its row: the shipped one, or with
+        ``installed`` the scan of the installed files)."""
+        return self.row.has(capability)
 
     def fallback(self, capability: Capability | str) -> CapabilitySpec:
         """The catalog row of ``capability``: ``.fallback`` (what an adapter calls when it is
@@ -85,27 +78,42 @@ class Release:
         return self.version
 
 
+def _importable(version: str, name: str, get: Callable[[str], Any]) -> Any:
+    """``get(name)``; a real class whose module does not import here skips the test."""
+    try:
+        return get(name)
+    except ImportError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        pytest.skip(
+            f"LMCache {version}'s {name} does not import here: {type(exc).__name__}: {first}"
+        )
+
+
 def release_for(spec: str) -> list[Release]:
     """The releases ``spec`` selects (``installed``: the one installed here)."""
-    matrix = load_matrix()
+    from lmcache_compat.errors import LMCacheCompatError  # lazy: pytest start-up
+
     if spec == INSTALLED:
+        from lmcache_compat.testing.installed import installed_row  # lazy: pytest start-up
         from lmcache_compat.versions import installed_lmcache_version  # lazy: pytest start-up
 
-        version = installed_lmcache_version()
-        if version is None:
+        if installed_lmcache_version() is None:
             raise pytest.UsageError(
                 "--lmcache-release=installed: LMCache is not installed (fix: pip install "
                 "lmcache, or pass --lmcache-release=distinct to test against fakes)"
             )
-        known = {r.version: r for r in matrix.rows}
-        return [Release(str(version), known.get(str(version)), installed=True)]
-    from lmcache_compat.errors import LMCacheCompatError  # lazy: pytest start-up
+        try:
+            row = installed_row()
+        except LMCacheCompatError as exc:
+            raise pytest.UsageError(f"--lmcache-release=installed: {exc}") from None
+        return [Release(row.version, row, installed=True)]
     from lmcache_compat.report.releases import select  # lazy: pytest start-up
 
     try:
         versions = select(spec)
     except LMCacheCompatError as exc:
         raise pytest.UsageError(f"--lmcache-release={spec}: {exc}") from None
+    matrix = load_matrix()
     return [Release(v, matrix.row(v)) for v in versions]
 
 

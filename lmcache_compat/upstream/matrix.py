@@ -29,9 +29,38 @@ __all__ = [
     "ReleaseMatrix",
     "ReleaseRow",
     "load_matrix",
+    "row_json",
 ]
 
 DATA_FILE = "releases.json"
+
+#: The keys of ``scan --json`` a row keeps, in the data file's order (the others say where and
+#: how the scan ran); ``reexported_at`` only where a release has such a shim.
+ROW_KEYS = (
+    "capabilities",
+    "modules",
+    "found_by",
+    "missing_classes",
+    "surfaces",
+    "properties",
+    "details",
+    "functions",
+    "external_bases",
+)
+
+
+def row_json(scanned: Mapping[str, Any], *, artifact: str, sha256: str) -> dict[str, Any]:
+    """A row as ``releases.json`` holds it, from what ``scan --json`` says of one artifact (the
+    one conversion: the maintainer script and the test kit's installed release both use it)."""
+    row: dict[str, Any] = {
+        "version": scanned["lmcache_version"],
+        "artifact": artifact,
+        "sha256": sha256,
+    }
+    row |= {key: scanned[key] for key in ROW_KEYS}
+    if "reexported_at" in scanned:
+        row["reexported_at"] = scanned["reexported_at"]
+    return row
 
 
 @dataclass(frozen=True)
@@ -75,6 +104,11 @@ class ReleaseRow:
             external_bases=data.get("external_bases", {}),
             functions=data.get("functions", {}),
         )
+
+    @classmethod
+    def from_scan(cls, scanned: Mapping[str, Any], *, artifact: str, sha256: str) -> ReleaseRow:
+        """The row of an artifact from its ``scan --json`` (see :func:`row_json`)."""
+        return cls.from_json(row_json(scanned, artifact=artifact, sha256=sha256))
 
     @property
     def prerelease(self) -> bool:

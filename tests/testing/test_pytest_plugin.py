@@ -86,29 +86,101 @@ def test_installed_without_lmcache_says_how_to_fix(pytester: pytest.Pytester) ->
 
 
 INSTALLED_TESTS = """
+import pytest
+from lmcache_compat import ConnectorAdapter, probe
+from lmcache_compat.testing import fail_loads, kv_events
+
+IMPL = "LMCacheConnectorV1Impl"
+
 def test_real_class(lmcache_release):
-    cls = lmcache_release.fake("LMCacheConnectorV1Impl")
+    cls = lmcache_release.fake(IMPL)
     assert cls.__module__ == "lmcache.integration.vllm.vllm_v1_adapter"
     assert "Fake" not in [k.__name__ for k in cls.__mro__]
-    assert lmcache_release.version == "0.3.10.post2" and lmcache_release.installed
+    assert lmcache_release.version == VERSION and lmcache_release.installed
     assert lmcache_release.has("kv_events") and not lmcache_release.has("register_kv_caches")
 
-def test_no_real_instance(lmcache_release):
-    lmcache_release.engine("LMCacheConnectorV1Impl")
+def test_a_double_of_the_real_class(lmcache_release):
+    real = lmcache_release.fake(IMPL)
+    engine = lmcache_release.engine(IMPL)
+    assert isinstance(engine, real) and type(engine).__module__ == real.__module__
+    assert probe(engine) == probe(real)
+    assert kv_events(engine, ["e"]).visible and fail_loads(engine, {1}).visible
+    adapter = ConnectorAdapter(engine)
+    assert list(adapter.get_kv_events()) == ["e"]
+    adapter.wait_for_save()
+    assert adapter.get_block_ids_with_load_errors() == {1}
+    names = [c.name for c in engine.calls]
+    assert names == ["get_kv_events", "wait_for_save", "get_block_ids_with_load_errors"]
+    del engine, adapter  # the real __del__ never runs on a double
+
+def test_not_importable_here(lmcache_release):
+    lmcache_release.engine("LMCacheEngine")
 """
 
+#: The installed tree: 0.3.10.post2's connector (with a ``__del__`` that would fail on an
+#: instance whose real ``__init__`` never ran) and an engine module that cannot import here.
+DEL = "\n    def __del__(self):\n        raise RuntimeError('real __del__ ran')\n"
+ENGINE = "lmcache/v1/cache_engine.py"
 
-def test_installed_gives_the_real_classes(
-    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+
+def _installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str, extra: str = ""
+) -> None:
+    site = make_tree(
+        tmp_path / "site",
+        {
+            V1: ADAPTER_0_3_10_POST2.rstrip() + DEL + extra,
+            ENGINE: "import torch_not_here\n\nclass LMCacheEngine:\n    def close(self): ...\n",
+        },
+    )
+    dist = site / f"lmcache-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_bytes(metadata("lmcache", version))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT)]))
+
+
+@pytest.mark.parametrize("version", ["0.3.10.post2", "0.9.0"])
+def test_installed_gives_the_real_classes_and_doubles_of_them(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: str
 ) -> None:
     """With ``installed`` (the default) ``fake(name)`` is the installed release's own class,
-    found by lmcache_compat.upstream.resolve (here an LMCache-shaped tree on the path)."""
-    site = make_tree(tmp_path / "site", {V1: ADAPTER_0_3_10_POST2})
-    dist = site / "lmcache-0.3.10.post2.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_bytes(metadata("lmcache", "0.3.10.post2"))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT)]))
-    pytester.makepyfile(test_a=INSTALLED_TESTS)
-    result = pytester.runpytest_subprocess("-p", PLUGIN, "-rs")
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*LMCache 0.3.10.post2 is real here: no instance without vLLM*"])
+    found by lmcache_compat.upstream.resolve (here an LMCache-shaped tree on the path), and
+    ``engine(name)`` a double of it read from the installed files: also for a release the
+    shipped data does not know (0.9.0, published after it)."""
+    _installed(tmp_path, monkeypatch, version)
+    pytester.makepyfile(test_a=f"VERSION = {version!r}\n" + INSTALLED_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-p", PLUGIN, "-rs", "-W", "error::pytest.PytestUnraisableExceptionWarning"
+    )
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"*LMCache {version}'s LMCacheEngine does not import here: "
+            "ModuleNotFoundError: *torch_not_here*"
+        ]
+    )
+    assert "real __del__ ran" not in result.stdout.str() + result.stderr.str()
+
+
+def test_installed_reads_the_installed_files_not_the_shipped_row(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A patched 0.3.10.post2 with ``register_kv_caches``: the doubles have the installed
+    method (the shipped row says 0.3.10.post2 has none)."""
+    method = "\n    def register_kv_caches(self, kv_caches) -> None:\n        pass\n"
+    _installed(tmp_path, monkeypatch, "0.3.10.post2", method)
+    pytester.makepyfile(
+        test_a="""
+from lmcache_compat import ConnectorAdapter
+
+def test_patched(lmcache_release):
+    engine = lmcache_release.engine("LMCacheConnectorV1Impl")
+    assert lmcache_release.has("register_kv_caches")
+    ConnectorAdapter(engine).register_kv_caches({"layer.0": "kv"})
+    assert [(c.name, c.args, dict(c.kwargs)) for c in engine.calls] == [
+        ("register_kv_caches", (), {"kv_caches": {"layer.0": "kv"}})
+    ]
+"""
+    )
+    result = pytester.runpytest_subprocess("-p", PLUGIN)
+    result.assert_outcomes(passed=1)

@@ -1,5 +1,6 @@
 """The example connector's tests: each runs once per release --lmcache-release selects, against
-that release's fakes, and uses every fault lmcache_compat.testing injects."""
+that release's fakes (or, with ``installed``, doubles of the installed LMCache's real classes),
+and uses every fault lmcache_compat.testing injects."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import warnings
 import pytest
 from example_connector import ExampleConnector, loaded_tokens, lookup_hits
 
-from lmcache_compat import EngineAdapter, MPSchedulerAdapter
+from lmcache_compat import EngineAdapter, MPSchedulerAdapter, probe
 from lmcache_compat.testing import (
     fail_loads,
     kv_events,
@@ -26,6 +27,13 @@ def _connector(lmcache_release):  # type: ignore[no-untyped-def]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return engine, ExampleConnector(engine, slow_save_s=0.01)
+
+
+def test_the_connector_sees_what_the_release_has(lmcache_release) -> None:  # type: ignore[no-untyped-def]
+    engine, conn = _connector(lmcache_release)
+    # with --lmcache-release=installed, fake() is the real class and engine a double of it
+    assert probe(engine) == probe(lmcache_release.fake(IMPL))
+    assert conn.reports_failed_loads is lmcache_release.has("load_error_reporting")
 
 
 def test_failed_loads_are_reported_or_unknown(lmcache_release) -> None:  # type: ignore[no-untyped-def]

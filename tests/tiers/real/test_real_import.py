@@ -4,11 +4,11 @@
 Each release is installed with ``--no-deps --target`` and imported in its own process beside
 this environment's vLLM. For each release whose modules import, ``probe()`` on the real
 ``LMCacheConnectorV1Impl`` must equal the static scan of the same files (and the shipped matrix
-row), and the live surfaces of every imported class must equal the scanned ones. Which modules
-import and which fail (and how) must equal the shipped grid's import facts for this vLLM
-(``lmcache_compat/upstream/data/vllm_grid.json``, recorded by the grid tier's forked children: this
-is
-the same question asked of a fresh interpreter per release).
+row), the live surfaces of every imported class must equal the scanned ones, and so must the
+signatures of the test kit's fakes of them. Which modules import and which fail (and how) must
+equal the shipped grid's import facts for this vLLM
+(``lmcache_compat/upstream/data/vllm_grid.json``, recorded by the grid tier's forked children:
+this is the same question asked of a fresh interpreter per release).
 """
 
 from __future__ import annotations
@@ -146,6 +146,20 @@ def test_probe_on_the_real_class_equals_the_static_scan(
         assert result["classes"], version
     for cls, live in result["classes"].items():
         assert live == static["surfaces"][cls], (version, cls)
+
+
+@pytest.mark.parametrize("version", WHEEL_RELEASES)
+def test_the_fakes_have_the_real_signatures(
+    version: str, results: dict[str, dict[str, Any]]
+) -> None:
+    """Every class of the release that imports here: its ``lmcache_compat.testing`` fake has
+    the real class's members and signatures (introspect.fake_mismatches says what is compared)."""
+    result = results[version]
+    fakes = result.get("fake_signatures", {})
+    assert set(fakes) == set(result["classes"]), version
+    assert {cls: r["mismatches"] for cls, r in fakes.items() if r["mismatches"]} == {}
+    if result["capabilities"] is not None:
+        assert fakes["LMCacheConnectorV1Impl"]["compared"] > 0
 
 
 #: Releases whose real MP adapter classes the issue asks to bind against.
