@@ -41,7 +41,12 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, Any, Literal
+
+from lmcache_compat.scan.modules import Index
+from lmcache_compat.scan.targets import open_source
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.mp_flags_scan import scan_mp_flags
 
 __all__ = [
     "READY_MARKER",
@@ -62,8 +67,11 @@ STUBS_DIR = HERE / "stubs"
 STUBS_ENV = "LMCACHE_COMPAT_STUBS"
 READY_MARKER = "LMCache cache server is running..."
 HTTP_READY_MARKER = "Application startup complete."
-SERVER_MODULE = "lmcache.v1.multiprocess.server"
-HTTP_SERVER_MODULE = "lmcache.v1.multiprocess.http_server"
+#: The MP commands this tier starts, as lmcache_compat.upstream.locations names them.
+SERVER, HTTP_SERVER = "server", "http_server"
+assert {SERVER, HTTP_SERVER} <= {c.key for c in loc.MP_COMMANDS}
+SERVER_MODULE = loc.MP_SERVER_ARGS.modules[0]
+HTTP_SERVER_MODULE = loc.MP_HTTP_SERVER_ARGS.modules[0]
 #: GPU-only modules an MP server may need at import time; ``stubs/`` has a stand-in for each.
 STUBBABLE = ("cupy", "lmcache.c_ops", "torch.cuda.cudart", "torch.cuda.init")
 #: Shared libraries that only a CUDA build of torch (or the CUDA toolkit) provides.
@@ -166,96 +174,31 @@ class RunningServer:
 # --- static reading of a release's arguments ---------------------------------------------
 
 
-def _module_file(root: Path, module: str) -> Path | None:
-    base = root.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def _imported_names(tree: ast.Module, module: str) -> dict[str, tuple[str, str]]:
-    names: dict[str, tuple[str, str]] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = module.split(".")[: -node.level]
-                base = ".".join([*parts, base] if base else parts)
-            for alias in node.names:
-                names[alias.asname or alias.name] = (base, alias.name)
-    return names
-
-
-def _literal(node: ast.expr) -> object:
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return ast.unparse(node)
-
-
-def _arg_spec(call: ast.Call) -> ArgSpec | None:
-    flags = tuple(
-        a.value
-        for a in call.args
-        if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("-")
-    )
-    if not flags:
-        return None
-    kw = {k.arg: k.value for k in call.keywords if k.arg is not None}
-    action = kw.get("action")
-    choices = kw.get("choices")
-    choice_values = _literal(choices) if choices is not None else None
+def _arg_spec(record: Mapping[str, Any]) -> ArgSpec:
+    choices = record.get("choices")
     return ArgSpec(
-        flags=flags,
-        action=None if action is None else str(_literal(action)),
-        default=_literal(kw["default"]) if "default" in kw else None,
-        required=bool(_literal(kw["required"])) if "required" in kw else False,
-        choices=(
-            tuple(str(c) for c in choice_values)
-            if isinstance(choice_values, (list, tuple))
-            else None
-        ),
+        flags=tuple(record["options"]),
+        action=record.get("action"),
+        default=record.get("default"),
+        required=bool(record.get("required")),
+        choices=tuple(str(c) for c in choices) if isinstance(choices, (list, tuple)) else None,
     )
 
 
-def _collect_args(
-    root: Path, module: str, func: str, seen: set[tuple[str, str]], out: dict[str, ArgSpec]
-) -> None:
-    if (module, func) in seen:
-        return
-    seen.add((module, func))
-    path = _module_file(root, module)
-    if path is None:
-        return
-    tree = ast.parse(path.read_text())
-    imported = _imported_names(tree, module)
-    local = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    fn = local.get(func)
-    if fn is None:
-        if func in imported:  # a re-export: follow it
-            _collect_args(root, *imported[func], seen, out)
-        return
-    for node in ast.walk(fn):
-        if not isinstance(node, ast.Call):
-            continue
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
-            spec = _arg_spec(node)
-            if spec is not None:
-                for flag in spec.flags:
-                    out.setdefault(flag, spec)
-        elif isinstance(node.func, ast.Name):
-            name = node.func.id
-            if name in local:
-                _collect_args(root, module, name, seen, out)
-            elif name in imported and imported[name][0].startswith("lmcache"):
-                _collect_args(root, *imported[name], seen, out)
-
-
-def read_arguments(site_packages: Path, module: str) -> dict[str, ArgSpec]:
-    """The flags ``module``'s ``parse_args()`` defines, read from source (nothing imported)."""
-    out: dict[str, ArgSpec] = {}
-    _collect_args(site_packages, module, "parse_args", set(), out)
+def read_arguments(site_packages: Path) -> dict[str, dict[str, ArgSpec]]:
+    """``{command: {option string: flag}}`` for the release's MP commands (``server``,
+    ``http_server``...), read by lmcache-compat's own MP-flag scan
+    (:mod:`lmcache_compat.upstream.mp_flags_scan`, what ``config mp-flags`` reads; nothing
+    imported): one reader of the flags, for the library and this tier."""
+    with open_source(site_packages, "lmcache") as tree:
+        commands = scan_mp_flags(Index(tree))
+    out: dict[str, dict[str, ArgSpec]] = {}
+    for command, records in commands.items():
+        flags = out.setdefault(command, {})
+        for record in records.values():
+            spec = _arg_spec(record)
+            for option in spec.flags:
+                flags.setdefault(option, spec)
     return out
 
 
@@ -345,13 +288,14 @@ def inspect_release(python: Path | str) -> Release:
     ).stdout
     version, platlib = json.loads(out)
     site = Path(platlib)
-    server_args = read_arguments(site, SERVER_MODULE)
+    commands = read_arguments(site)
+    server_args = commands.get(SERVER, {})
     return Release(
         python=python,
         version=str(version),
         site_packages=site,
         server_args=server_args,
-        http_args=read_arguments(site, HTTP_SERVER_MODULE),
+        http_args=commands.get(HTTP_SERVER, {}),
         missing_gpu_modules=_missing_gpu_modules(site, server_args),
     )
 
