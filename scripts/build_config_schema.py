@@ -38,13 +38,8 @@ BLOCKS = ("keys", "mp_commands")
 
 
 def fetch(artifact: str, sha256: str, cache: Path, offline: bool) -> Path:
-    path = cache / artifact
-    if path.exists() and index.sha256_of(path) == sha256:
-        return path
-    if offline:
-        raise SystemExit(f"{path} is not in the cache (with sha256 {sha256}) and --offline")
-    print(f"  downloading {artifact}", file=sys.stderr)
-    return index.download(index.find_file("lmcache", artifact), path, sha256=sha256)
+    f = {"filename": artifact, "hashes": {"sha256": sha256}}
+    return index.cached(f, cache, offline=offline, project_name="lmcache")
 
 
 def _nested(key: str, value: dict[str, Any], comma: str, depth: int) -> list[str]:

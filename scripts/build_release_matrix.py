@@ -64,14 +64,7 @@ def pick(files: list[dict[str, Any]], pre: bool = False) -> dict[str, dict[str, 
 
 
 def fetch(f: dict[str, Any], cache: Path, offline: bool) -> Path:
-    path: Path = cache / f["filename"]
-    want = f["hashes"]["sha256"]
-    if path.exists() and index.sha256_of(path) == want:
-        return path
-    if offline:
-        raise SystemExit(f"{path} is not in the cache (with sha256 {want}) and --offline was given")
-    print(f"  downloading {f['filename']}", file=sys.stderr)
-    return index.download(f, path)
+    return index.cached(f, cache, offline=offline)
 
 
 def write_matrix(rows: list[dict[str, Any]]) -> None:

@@ -173,3 +173,19 @@ def download(
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def cached(f: dict[str, Any], cache: Path, *, offline: bool, project_name: str = "") -> Path:
+    """The artifact ``f`` (``filename`` and ``hashes.sha256``; ``url`` optional) from ``cache``
+    when a file with that sha256 is there, else downloaded into it (an entry without ``url`` is
+    looked up on ``project_name``'s index page first). ``offline``: the cache only. The one
+    cache-or-download of the maintainer scripts."""
+    path = cache / str(f["filename"])
+    want = str(f["hashes"]["sha256"])
+    if path.exists() and sha256_of(path) == want:
+        return path
+    if offline:
+        raise SystemExit(f"{path} is not in the cache (with sha256 {want}) and --offline was given")
+    print(f"  downloading {f['filename']}", file=sys.stderr)
+    entry = f if "url" in f else find_file(project_name, str(f["filename"]))
+    return download(entry, path, sha256=want)
