@@ -1,7 +1,7 @@
 """The worked example with ``--lmcache-release=installed`` on real LMCache releases beside real
-vLLM: run by the ``grid-vllm0.32.0`` tier (it reuses that tier's vLLM environment and its
-LMCache releases, each on ``PYTHONPATH`` in turn; marked ``real`` only, so the fakes-only
-``example`` env, which selects ``-m example``, leaves it out).
+vLLM: the ``example-installed`` tox env runs it with ``grid-vllm0.32.0``'s interpreter (it reuses
+that tier's vLLM environment and its LMCache releases, each on ``PYTHONPATH`` in turn; marked
+``real`` only, so the fakes-only ``example`` env, which selects ``-m example``, leaves it out).
 
 The releases: the oldest whose connector module imports beside this vLLM (read from the shipped
 grid's import facts), 0.5.6 and the newest of the shipped data (a pre-release today). On each,
