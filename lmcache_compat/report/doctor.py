@@ -5,24 +5,23 @@ installed LMCache's capabilities and where its classes live, whether vLLM's own 
 import the LMCache module it names, whether the lmcache-compat connector finds its engine class.
 :func:`doctor_report` returns a :class:`DoctorReport`; its :meth:`~DoctorReport.to_json` is the
 ``doctor --json`` object (:class:`DoctorJSON`), and the text is rendered from that object
-(:mod:`lmcache_compat.report.doctor_text`): both say the same things.
+(:mod:`lmcache_compat.report.doctor_text`): both say the same things. The vLLM-side checks
+are in :mod:`~lmcache_compat.report.doctor_vllm`, SGLang's in
+:mod:`~lmcache_compat.report.doctor_sglang` and the configuration's in
+:mod:`~lmcache_compat.report.doctor_config`.
 """
 
 from __future__ import annotations
 
-import ast
 import platform
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from lmcache_compat import __version__
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec
 from lmcache_compat.errors import (
-    AmbiguousLocationError,
     LMCacheCompatError,
     LMCacheVersionError,
     MetadataError,
@@ -44,23 +43,20 @@ from lmcache_compat.report.doctor_sglang import (
     SglangCheck,
     sglang_check,
 )
-from lmcache_compat.scan.budgets import Meter
-from lmcache_compat.scan.modules import parse_source
-from lmcache_compat.scan.sources import package_root, read_regular_file
-from lmcache_compat.upstream import locations as loc
+from lmcache_compat.report.doctor_vllm import (
+    CompatEngine,
+    compat_engine,
+    compat_issue,
+    engine_sources,
+    vllm_import_check,
+)
 from lmcache_compat.upstream.known_issues import (
-    Fix,
     Issue,
     Verdict,
-    issue,
-    matches,
-    other,
     overall,
-    use_lmcache_at_most,
     verdict,
 )
 from lmcache_compat.upstream.matrix import load_matrix
-from lmcache_compat.upstream.resolve import clear_find_cache, where
 from lmcache_compat.upstream.scanner import ScanResult, scan
 from lmcache_compat.versions import (
     expectation,
@@ -68,24 +64,8 @@ from lmcache_compat.versions import (
     installed_lmcache_version,
     parse_version,
 )
-from lmcache_compat.vllm.plugin import CONNECTOR_MODULE, CONNECTOR_NAME
-
-if TYPE_CHECKING:  # TypedDict keys that may be absent (their annotations stay text at run time)
-    pass
 
 __all__ = ["DoctorReport", "doctor_report", "mp_servers_report"]
-
-
-@dataclass(frozen=True, slots=True)
-class CompatEngine:
-    """Whether ``LMCacheCompatConnector`` finds ``LMCacheConnectorV1Impl`` in the installed
-    LMCache (the same static rule it uses at run time; nothing imported)."""
-
-    buildable: bool
-    module: str | None = None
-    found_by: str | None = None
-    error: str | None = None
-    candidates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,16 +177,16 @@ def doctor_report() -> DoctorReport:
                 f"a matching class and none was chosen; unknown because of it: "
                 f"{', '.join(unknown) or 'none'}"
             )
-    compat = _compat_engine(lmcache_raw)
+    compat = compat_engine(lmcache_raw)
     pair = verdict(vllm_raw, lmcache_raw, compat_buildable=compat.buildable)
     issues = list(pair.issues)
-    vllm_import, import_issue = _vllm_import_check(
+    vllm_import, import_issue = vllm_import_check(
         vllm_raw, lmcache_raw, result.modules if result is not None else {}, compat
     )
     if import_issue is not None:
         issues.insert(0, import_issue)
     if lmcache_raw is not None and vllm_raw is not None and not compat.buildable:
-        issues.insert(0, _compat_issue(compat))
+        issues.insert(0, compat_issue(compat))
     sglang_raw = _version("sglang", notes)
     sglang = sglang_check(sglang_raw, lmcache_raw, result, notes)
     if sglang is not None:
@@ -222,7 +202,7 @@ def doctor_report() -> DoctorReport:
         capabilities_basis=basis,
         capabilities=capabilities,
         compat=compat,
-        engine_sources=tuple(_engine_sources(lmcache_raw, vllm_raw, compat)),
+        engine_sources=tuple(engine_sources(lmcache_raw, vllm_raw, compat)),
         vllm_import=vllm_import,
         pair=pair,
         issues=tuple(issues),
@@ -319,159 +299,6 @@ def _scan_installed(lmcache_raw: str | None, notes: list[str]) -> tuple[ScanResu
         "'present': read with ast from the installed LMCache files (nothing imported); "
         "'expected': from its version alone",
     )
-
-
-def _compat_engine(lmcache_raw: str | None) -> CompatEngine:
-    if lmcache_raw is None:
-        return CompatEngine(False, error="LMCache is not installed")
-    clear_find_cache()
-    try:
-        module, how, _ = where(loc.CONNECTOR_IMPL)
-    except AmbiguousLocationError as exc:
-        return CompatEngine(False, error=" ".join(str(exc).split()), candidates=exc.candidates)
-    except LMCacheCompatError as exc:
-        return CompatEngine(False, error=" ".join(str(exc).split()))
-    return CompatEngine(True, module=module, found_by=how)
-
-
-def _compat_issue(compat: CompatEngine) -> Issue:
-    return Issue(
-        "compat-engine-not-found",
-        "compat",
-        "broken",
-        f"{loc.CONNECTOR_IMPL.name} cannot be found in the installed LMCache: {compat.error}",
-        (other("install an LMCache release that ships it"),),
-        "scanned",
-    )
-
-
-def _vllm_import_check(
-    vllm_raw: str | None,
-    lmcache_raw: str | None,
-    modules: dict[str, str],
-    compat: CompatEngine,
-) -> tuple[ImportCheckJSON | None, Issue | None]:
-    """Which LMCache modules vLLM's in-tree ``LMCacheConnectorV1`` imports (read from vLLM's
-    source), and whether the installed LMCache has them."""
-    if vllm_raw is None or lmcache_raw is None:
-        return None, None
-    imported = _vllm_connector_imports()
-    if imported is None:
-        return {"checked": False}, None
-    missing = []
-    for dotted in imported:
-        try:
-            path = Path(str(metadata.distribution("lmcache").locate_file(loc.module_file(dotted))))
-        except metadata.PackageNotFoundError:
-            return {"checked": False}, None
-        if not path.is_file():
-            missing.append(dotted)
-    out: ImportCheckJSON = {"checked": True, "imports": imported, "missing": missing}
-    if not missing:
-        return out, None
-    found_in = modules.get(loc.CONNECTOR_IMPL.name)
-    moved = f" ({loc.CONNECTOR_IMPL.name} is in {found_in} in this release)" if found_in else ""
-    fixes: list[Fix] = []
-    if compat.buildable:
-        fixes.append(
-            Fix(
-                "use-compat",
-                detail=": it finds the class wherever the release put it (--kv-transfer-config "
-                f'\'{{"kv_connector": "{CONNECTOR_NAME}", "kv_connector_module_path": '
-                f'"{CONNECTOR_MODULE}", "kv_role": "kv_both"}}\')',
-            )
-        )
-    last = _last_release_with(missing[0])
-    if last is not None:
-        fixes.append(use_lmcache_at_most(last))
-    return out, Issue(
-        "vllm-connector-import-path",
-        "vllm",
-        "broken",
-        f"vLLM {vllm_raw}'s LMCacheConnectorV1 imports {', '.join(missing)}, which LMCache "
-        f"{lmcache_raw} does not have{moved}: ModuleNotFoundError when vLLM builds the connector",
-        tuple(fixes),
-        "scanned",
-    )
-
-
-def _vllm_connector_imports() -> list[str] | None:
-    """The ``lmcache`` modules vLLM's installed ``lmcache_connector.py`` imports (any depth)."""
-    try:
-        dotted = where(loc.VLLM_LMCACHE_CONNECTOR).module
-        root = package_root(loc.VLLM)
-        if root is None:
-            return None
-        path = root / loc.module_file(dotted)
-        meter = Meter()
-        tree = parse_source(
-            path.name,
-            read_regular_file(path, meter.budgets.source_bytes, "source_bytes"),
-            str(path.parent),
-            meter,
-        )
-    except (ScanError, LMCacheCompatError, ImportError, ValueError):
-        return None
-    found: dict[str, None] = {}
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.ImportFrom)
-            and node.module
-            and not node.level
-            and node.module.split(".")[0] == loc.LMCACHE
-        ):
-            found[node.module] = None
-    return list(found)
-
-
-def _last_release_with(dotted: str) -> str | None:
-    """The newest release of the shipped matrix in which some class lives in ``dotted``."""
-    last = None
-    for row in load_matrix().rows:
-        if dotted in row.modules.values():
-            last = row.version
-    return last
-
-
-def _engine_sources(
-    lmcache_raw: str | None, vllm_raw: str | None, compat: CompatEngine
-) -> list[EngineSourceJSON]:
-    """Where an LMCacheConnectorV1Impl would come from: LMCache's own module (the default) and
-    vLLM's vendored copy (``use_native=True``)."""
-    out: list[EngineSourceJSON] = []
-    if lmcache_raw is not None:
-        entry: EngineSourceJSON = {
-            "source": "LMCache's own module (default)",
-            "present": compat.buildable,
-        }
-        if compat.module is not None and compat.found_by is not None:
-            entry["module"] = compat.module
-            entry["found_by"] = compat.found_by
-        if compat.candidates:
-            entry["candidates"] = list(compat.candidates)
-            entry["reason"] = "several modules define a matching class; none was chosen"
-        out.append(entry)
-    if vllm_raw is not None:
-        try:
-            native = loc.NATIVE_CONNECTOR_IMPL.files[0]
-            path = Path(str(metadata.distribution("vllm").locate_file(native)))
-        except metadata.PackageNotFoundError:
-            return out
-        vendored: EngineSourceJSON = {
-            "source": "vLLM's vendored copy (use_native=True)",
-            "path": str(path),
-            "present": path.is_file(),
-        }
-        if lmcache_raw is not None:
-            try:
-                lm = parse_version(lmcache_raw)
-            except LMCacheVersionError:
-                lm = None
-            if lm is not None:
-                row = issue("native-copy-range")
-                vendored["imports_with_installed_lmcache"] = not matches(lm, row.lmcache_specifiers)
-        out.append(vendored)
-    return out
 
 
 # --- doctor --mp-server URL: a running LMCache MP server's release (its HTTP front end) ---------
