@@ -16,7 +16,6 @@ diffs. ``--docs`` also regenerates the generated documentation.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from lmcache_compat.config.schema import DATA_FILE, shipped_block  # noqa: E402
 from lmcache_compat.upstream.config_scan import scan_config  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
-from tests.support import index  # noqa: E402
+from tests.support import index, maintainer  # noqa: E402
 
 DATA = data_path(DATA_FILE)
 #: Fields of a release block written as one line each (the rest are written as blocks).
@@ -76,19 +75,11 @@ def write_schema(blocks: list[dict[str, Any]]) -> None:
                 lines.append(f"{json.dumps(key)}: {json.dumps(row[key])}{comma}")
         lines.append("}" + ("," if i < len(blocks) - 1 else ""))
     lines += ["]", "}"]
-    DATA.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    json.loads(DATA.read_text(encoding="utf-8"))  # still valid JSON
+    maintainer.write_json_lines(DATA, lines)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache" / "lmcache-compat" / "artifacts"
-    )
-    ap.add_argument("--offline", action="store_true", help="read the cache only (no index)")
-    ap.add_argument("--docs", action="store_true", help="also regenerate the generated docs")
+    ap = maintainer.parser(__doc__, "artifacts", "read the cache only (no index)")
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     blocks = []

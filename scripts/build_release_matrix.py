@@ -17,7 +17,6 @@ release changed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from lmcache_compat.upstream.matrix import DATA_FILE, row_json  # noqa: E402
 from lmcache_compat.upstream.scanner import scan  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
-from tests.support import index  # noqa: E402
+from tests.support import index, maintainer  # noqa: E402
 
 FIRST = Version("0.3.0")
 DATA = data_path(DATA_FILE)
@@ -114,24 +113,14 @@ def write_matrix(rows: list[dict[str, Any]]) -> None:
                 lines.append(f"{json.dumps(key)}: {json.dumps(value)}{comma}")
         lines.append("}" + ("," if i < len(rows) - 1 else ""))
     lines += ["]", "}"]
-    DATA.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    json.loads(DATA.read_text(encoding="utf-8"))  # still valid JSON
+    maintainer.write_json_lines(DATA, lines)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache" / "lmcache-compat" / "artifacts"
-    )
-    ap.add_argument(
-        "--offline",
-        action="store_true",
-        help="re-scan the releases the data file lists, from the cache only (no index query)",
-    )
-    ap.add_argument(
-        "--docs", action="store_true", help="also regenerate the generated documentation"
+    ap = maintainer.parser(
+        __doc__,
+        "artifacts",
+        "re-scan the releases the data file lists, from the cache only (no index query)",
     )
     ap.add_argument(
         "--pre",

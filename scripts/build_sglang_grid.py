@@ -18,7 +18,6 @@ code. Regenerate after ``scripts/build_release_matrix.py``: the pairs bind again
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -38,7 +37,7 @@ from lmcache_compat.upstream.sglang_bind import bind_integration  # noqa: E402
 from lmcache_compat.upstream.sglang_grid import DATA_FILE  # noqa: E402
 from lmcache_compat.upstream.sglang_reader import facts_key, read_sglang  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
-from tests.support import index  # noqa: E402
+from tests.support import index, maintainer  # noqa: E402
 
 #: The first sglang series with an LMCache integration (its pre-releases included).
 FIRST = Version("0.5.0.dev0")
@@ -131,24 +130,14 @@ def write(data: dict[str, Any]) -> None:
         lines.append("  }")
         lines.append("}" + ("," if i < len(data["runs"]) - 1 else ""))
     lines += ["]", "}"]
-    DATA.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    json.loads(DATA.read_text(encoding="utf-8"))  # still valid JSON
+    maintainer.write_json_lines(DATA, lines)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--cache", type=Path, default=Path.home() / ".cache" / "lmcache-compat" / "sglang-wheels"
-    )
-    ap.add_argument(
-        "--offline",
-        action="store_true",
-        help="re-read the wheels the data file lists, from the cache only (no index query)",
-    )
-    ap.add_argument(
-        "--docs", action="store_true", help="also regenerate the generated documentation"
+    ap = maintainer.parser(
+        __doc__,
+        "sglang-wheels",
+        "re-read the wheels the data file lists, from the cache only (no index query)",
     )
     args = ap.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
