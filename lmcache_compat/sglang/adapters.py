@@ -90,7 +90,20 @@ def init_kwargs(
     return kwargs, emulate
 
 
-class SGLangLayerwiseAdapter(BoundAdapter):
+class _WithMetadata(BoundAdapter):
+    """An SGLang adapter that builds the release's metadata objects (``metadata``)."""
+
+    _metadata: MetadataBuilder | None
+
+    @property
+    def metadata(self) -> MetadataBuilder:
+        """The release's metadata builder (found beside the connector on first use)."""
+        if self._metadata is None:
+            self._metadata = MetadataBuilder()
+        return self._metadata
+
+
+class SGLangLayerwiseAdapter(_WithMetadata):
     """Adapter over an in-process ``LMCacheLayerwiseConnector`` of any release (0.3.6 ...
     0.5.6). Build one with :meth:`create` from sglang's arguments, or wrap one you built.
 
@@ -118,13 +131,6 @@ class SGLangLayerwiseAdapter(BoundAdapter):
     ) -> None:
         self._bind(connector, require, strict)
         self._metadata = metadata
-
-    @property
-    def metadata(self) -> MetadataBuilder:
-        """The release's metadata builder (found beside the connector on first use)."""
-        if self._metadata is None:
-            self._metadata = MetadataBuilder()
-        return self._metadata
 
     @classmethod
     def create(
@@ -178,7 +184,7 @@ class CompletedFuture:
         return True
 
 
-class SGLangMPAdapter(BoundAdapter):
+class SGLangMPAdapter(_WithMetadata):
     """Adapter over an ``LMCacheMPConnector`` (0.4.6 ... 0.5.6); ``is_healthy()`` reads the
     connector's property per call, ``store_kv_async`` is the connector's own (0.5.3 on) or,
     before, ``store_kv`` at once returning a :class:`CompletedFuture`."""
@@ -219,12 +225,6 @@ class SGLangMPAdapter(BoundAdapter):
         self.is_healthy = functools.partial(
             property_getter(binding.target_cls, "is_healthy"), binding.target
         )
-
-    @property
-    def metadata(self) -> MetadataBuilder:
-        if self._metadata is None:
-            self._metadata = MetadataBuilder()
-        return self._metadata
 
     @classmethod
     def create(
