@@ -6,23 +6,25 @@ from __future__ import annotations
 from typing import Any
 
 from lmcache_compat.testing import fake_class
+from lmcache_compat.upstream import locations as loc
 from tests.tiers.real.introspect import fake_mismatches
 
 V = "0.3.10.post2"
+IMPL = loc.CONNECTOR_IMPL.name
 
 
 def _real(body: dict[str, Any]) -> type:
-    return type("LMCacheConnectorV1Impl", (), body)
+    return type(IMPL, (), body)
 
 
 def test_a_fake_matches_its_own_release() -> None:
-    fake = fake_class(V, "LMCacheConnectorV1Impl")
+    fake = fake_class(V, IMPL)
     compared, mismatches = fake_mismatches(fake, V)
     assert compared > 10 and mismatches == []
 
 
 def test_each_difference_is_named() -> None:
-    fake = fake_class(V, "LMCacheConnectorV1Impl")
+    fake = fake_class(V, IMPL)
     body = {k: v for k, v in vars(fake).items() if not k.startswith("_") or k == "__init__"}
 
     def wait_for_layer_load(self: object, layer: str) -> None: ...  # renamed parameter

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat.report.releases import select
-from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree, metadata
+from tests.support.archives import ADAPTER_0_3_10_POST2, ENGINE, V1, make_tree, metadata
 from tests.support.paths import ROOT
 
 pytest_plugins = ["pytester"]
@@ -120,7 +120,6 @@ def test_not_importable_here(lmcache_release):
 #: The installed tree: 0.3.10.post2's connector (with a ``__del__`` that would fail on an
 #: instance whose real ``__init__`` never ran) and an engine module that cannot import here.
 DEL = "\n    def __del__(self):\n        raise RuntimeError('real __del__ ran')\n"
-ENGINE = "lmcache/v1/cache_engine.py"
 
 
 def _installed(

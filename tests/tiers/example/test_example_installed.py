@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
 from tests.tiers.example.run import Outcome, copy_example, failing_releases, run_example
@@ -27,7 +28,7 @@ from tests.tiers.real.sweep import ROOT, install, quiet_env
 pytestmark = pytest.mark.real
 
 MATRIX = load_matrix()
-IMPL = "LMCacheConnectorV1Impl"
+IMPL = loc.CONNECTOR_IMPL.name
 #: The release the issue names beside the oldest and the newest.
 NAMED = "0.5.6"
 
