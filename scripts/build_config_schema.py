@@ -16,7 +16,6 @@ diffs. ``--docs`` also regenerates the generated documentation.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -41,40 +40,19 @@ def fetch(artifact: str, sha256: str, cache: Path, offline: bool) -> Path:
     return index.cached(f, cache, offline=offline, project_name="lmcache")
 
 
-def _nested(key: str, value: dict[str, Any], comma: str, depth: int) -> list[str]:
-    pad = "  " * depth
-    if not value:
-        return [f"{pad}{json.dumps(key)}: {{}}{comma}"]
-    lines = [f"{pad}{json.dumps(key)}: {{"]
-    items = list(value.items())
-    for i, (name, item) in enumerate(items):
-        c = "," if i < len(items) - 1 else ""
-        if depth == 0 and key == "mp_commands" and "same_as" not in item:
-            lines += _nested(name, item, c, depth + 1)
-        else:
-            lines.append(f"{pad}  {json.dumps(name)}: {json.dumps(item)}{c}")
-    lines.append(f"{pad}}}{comma}")
-    return lines
+def _expand(path: tuple[Any, ...], blocks: list[dict[str, Any]]) -> bool:
+    """The top object, the releases, each release, its ``BLOCKS`` and each MP command that is
+    not ``same_as`` another."""
+    if len(path) <= 3:
+        return len(path) < 3 or path[2] in BLOCKS
+    if len(path) == 4 and path[2] == "mp_commands":
+        return "same_as" not in blocks[path[1]]["mp_commands"][path[3]]
+    return False
 
 
 def write_schema(blocks: list[dict[str, Any]]) -> None:
-    lines = [
-        "{",
-        '"format": 1,',
-        '"generated_by": "scripts/build_config_schema.py",',
-        '"releases": [',
-    ]
-    for i, row in enumerate(blocks):
-        lines.append("{")
-        keys = list(row)
-        for j, key in enumerate(keys):
-            comma = "," if j < len(keys) - 1 else ""
-            if key in BLOCKS:
-                lines += _nested(key, row[key], comma, 0)
-            else:
-                lines.append(f"{json.dumps(key)}: {json.dumps(row[key])}{comma}")
-        lines.append("}" + ("," if i < len(blocks) - 1 else ""))
-    lines += ["]", "}"]
+    data = {"format": 1, "generated_by": "scripts/build_config_schema.py", "releases": blocks}
+    lines = maintainer.json_lines(data, lambda path: _expand(path, blocks), flat=3)
     maintainer.write_json_lines(DATA, lines)
 
 

@@ -66,54 +66,24 @@ def fetch(f: dict[str, Any], cache: Path, offline: bool) -> Path:
     return index.cached(f, cache, offline=offline)
 
 
+#: Row keys whose value has one entry per line (per class); ``CLASS_MEMBERS``: one per member.
+PER_CLASS = ("properties", "modules", "found_by", "external_bases", "reexported_at", "functions")
+CLASS_MEMBERS = ("surfaces", "details")
+
+
+def _expand(path: tuple[Any, ...]) -> bool:
+    """The top object, the releases, each release, its per-class tables and their classes."""
+    if len(path) <= 2:
+        return True
+    if len(path) == 3:
+        return path[2] in PER_CLASS or path[2] in CLASS_MEMBERS
+    return len(path) == 4 and path[2] in CLASS_MEMBERS
+
+
 def write_matrix(rows: list[dict[str, Any]]) -> None:
     """One release per block and one method per line, so reviews read as diffs."""
-    lines = [
-        "{",
-        '"format": 1,',
-        '"generated_by": "scripts/build_release_matrix.py",',
-        '"releases": [',
-    ]
-    for i, row in enumerate(rows):
-        lines.append("{")
-        keys = list(row)
-        for j, key in enumerate(keys):
-            comma = "," if j < len(keys) - 1 else ""
-            value = row[key]
-            if (
-                key
-                in (
-                    "properties",
-                    "modules",
-                    "found_by",
-                    "external_bases",
-                    "reexported_at",
-                    "functions",
-                )
-                and value
-            ):
-                lines.append(f"{json.dumps(key)}: {{")
-                classes = list(value)
-                for k, cls in enumerate(classes):
-                    c2 = "," if k < len(classes) - 1 else ""
-                    lines.append(f"  {json.dumps(cls)}: {json.dumps(value[cls])}{c2}")
-                lines.append("}" + comma)
-            elif key in ("surfaces", "details") and value:
-                lines.append(f"{json.dumps(key)}: {{")
-                classes = list(value)
-                for k, cls in enumerate(classes):
-                    lines.append(f"  {json.dumps(cls)}: {{")
-                    methods = list(value[cls])
-                    for n, m in enumerate(methods):
-                        c2 = "," if n < len(methods) - 1 else ""
-                        lines.append(f"    {json.dumps(m)}: {json.dumps(value[cls][m])}{c2}")
-                    lines.append("  }" + ("," if k < len(classes) - 1 else ""))
-                lines.append("}" + comma)
-            else:
-                lines.append(f"{json.dumps(key)}: {json.dumps(value)}{comma}")
-        lines.append("}" + ("," if i < len(rows) - 1 else ""))
-    lines += ["]", "}"]
-    maintainer.write_json_lines(DATA, lines)
+    data = {"format": 1, "generated_by": "scripts/build_release_matrix.py", "releases": rows}
+    maintainer.write_json_lines(DATA, maintainer.json_lines(data, _expand, flat=3))
 
 
 def main() -> int:

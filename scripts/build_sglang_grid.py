@@ -108,29 +108,16 @@ def build(chosen: dict[str, dict[str, Any]], cache: Path, offline: bool) -> dict
     }
 
 
+def _expand(path: tuple[Any, ...]) -> bool:
+    """The top object, the release list, the runs, each run and its pairs."""
+    return path in ((), ("releases",), ("runs",)) or (
+        path[0] == "runs" and (len(path) == 2 or (len(path) == 3 and path[2] == "pairs"))
+    )
+
+
 def write(data: dict[str, Any]) -> None:
     """One release, one pair per line, so reviews read as diffs."""
-    lines = ["{"]
-    for key in ("format", "generated_by", "lmcache"):
-        lines.append(f"{json.dumps(key)}: {json.dumps(data[key])},")
-    lines.append('"releases": [')
-    rels = data["releases"]
-    lines += [json.dumps(r) + ("," if i < len(rels) - 1 else "") for i, r in enumerate(rels)]
-    lines.append("],")
-    lines.append('"runs": [')
-    for i, run in enumerate(data["runs"]):
-        lines.append("{")
-        for key in ("first", "last", "key", "releases", "integration"):
-            lines.append(f"  {json.dumps(key)}: {json.dumps(run[key])},")
-        lines.append('  "pairs": {')
-        pairs = list(run["pairs"].items())
-        for j, (version, pair) in enumerate(pairs):
-            comma = "," if j < len(pairs) - 1 else ""
-            lines.append(f"    {json.dumps(version)}: {json.dumps(pair)}{comma}")
-        lines.append("  }")
-        lines.append("}" + ("," if i < len(data["runs"]) - 1 else ""))
-    lines += ["]", "}"]
-    maintainer.write_json_lines(DATA, lines)
+    maintainer.write_json_lines(DATA, maintainer.json_lines(data, _expand, flat=2))
 
 
 def main() -> int:
