@@ -183,3 +183,20 @@ def test_patched(lmcache_release):
     )
     result = pytester.runpytest_subprocess("-p", PLUGIN)
     result.assert_outcomes(passed=1)
+
+
+def test_installed_files_that_cannot_be_read_are_one_usage_line(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LMCache's metadata is installed but its package is not (a broken install): one usage
+    line naming it, no traceback."""
+    site = tmp_path / "site"
+    dist = site / "lmcache-0.5.6.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_bytes(metadata("lmcache", "0.5.6"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT)]))
+    pytester.makepyfile(test_a="def test_x(lmcache_release): pass\n")
+    result = pytester.runpytest_subprocess("-p", PLUGIN)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--lmcache-release=installed: *lmcache*"])
+    assert "Traceback" not in result.stderr.str()
