@@ -40,6 +40,7 @@ __all__ = [
     "fake",
     "fake_class",
     "fake_module",
+    "instance",
     "pack_tokens",
     "queue",
     "release_row",
@@ -351,7 +352,12 @@ def fake_class(release: str | ReleaseRow, name: str) -> type[Any]:
 def fake(release: str | ReleaseRow, name: str) -> Any:
     """An instance of :func:`fake_class` built with no arguments (the generated ``__init__``
     keeps the release's signature; it is not run). Dataclasses are returned as classes."""
-    cls = fake_class(release, name)
+    return instance(fake_class(release, name))
+
+
+def instance(cls: type[Any]) -> Any:
+    """An instance of the generated class ``cls`` built with no arguments (its ``__init__``,
+    which has the release's signature, is not run); a dataclass is returned as the class."""
     if not issubclass(cls, Fake):
         return cls
     return cls.__new__(cls)

@@ -22,7 +22,7 @@ import json
 import types
 from typing import Any
 
-from lmcache_compat.testing.fakes import Fake, fake_class
+from lmcache_compat.testing.fakes import Fake, fake_class, instance
 from lmcache_compat.upstream import locations
 from lmcache_compat.upstream.matrix import ReleaseRow
 
@@ -87,7 +87,4 @@ def double_class(name: str) -> type[Any]:
 def double(name: str) -> Any:
     """An instance of :func:`double_class` built with no arguments (a dataclass is returned as
     the class, as :func:`lmcache_compat.testing.fake` does)."""
-    cls = double_class(name)
-    if not issubclass(cls, Fake):
-        return cls
-    return cls.__new__(cls)
+    return instance(double_class(name))
