@@ -17,7 +17,7 @@ def test_every_release_list_in_tox_ini_is_the_matrix() -> None:
     assert len(lists) >= 4  # env_list, the ci and releases labels, the section header
     for found in lists:
         assert found.split(",") == load_matrix().versions, (
-            "tox.ini's release list differs from lmcache_compat/upstream/data/releases.json"
+            "tox.ini's release list differs from lmcache_compat/upstream/data/releases/index.json"
         )
 
 
