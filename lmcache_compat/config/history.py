@@ -36,6 +36,7 @@ __all__ = [
     "forward",
     "moves_between",
     "story",
+    "was_key_before",
 ]
 
 Transform = Literal["same", "wrap", "ids"]
@@ -204,6 +205,13 @@ def apply_transform(transform: Transform, value: Any) -> Any:
 
 def _releases_with(schemas: Schemas, name: str) -> list[ReleaseSchema]:
     return [r for r in schemas.rows if name in r.keys]
+
+
+def was_key_before(name: str, target: ReleaseSchema) -> bool:
+    """Whether ``name`` was a key of a release before ``target`` (a removed key, not a typo)."""
+    return any(
+        name in r.keys and r.parsed_version < target.parsed_version for r in load_schemas().rows
+    )
 
 
 def story(name: str, target: ReleaseSchema, schemas: Schemas | None = None) -> str:

@@ -5,33 +5,39 @@ and key order.
 deprecation table or code fallback), then the moves from release to release
 (:mod:`~lmcache_compat.config.history`: the alias tables, the diff-only renames), each move
 naming its source. A key with no safe mapping is left in place with the reason, never dropped.
-:func:`migrate_text` rewrites with ruamel.yaml's round trip (comments, order, quoting and
-anchors kept) and then proves the rewrite: the result, read as LMCache reads it, must hold
-every value unchanged but the moved ones. :func:`migrate_file` writes atomically and never
-over its input unless asked. ruamel.yaml is an optional dependency
+:func:`migrate_text` edits the text itself (each renamed key respelled where it is written, a
+reshaped value written in its place), so every other character is kept: comments, order,
+quoting, anchors, line endings and a byte order mark; then it proves the rewrite: the result,
+read as LMCache reads it, must hold every value unchanged but the moved ones. :func:`migrate_file`
+writes atomically (:func:`write_atomic`), only over regular files, following a symlink to its
+target, and never over its input unless asked. Reading needs PyYAML
 (``pip install 'lmcache-compat[config]'``).
 """
 
 from __future__ import annotations
 
-import io
+import contextlib
+import errno
 import os
+import re
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from lmcache_compat.config.check import Finding, check_config, release_schema
+from lmcache_compat.config.check import Finding, check_config
 from lmcache_compat.config.history import Transform, apply_transform, backward, forward, story
 from lmcache_compat.config.resolver import resolve_name
-from lmcache_compat.config.schema import ReleaseSchema, load_schemas
+from lmcache_compat.config.schema import ReleaseSchema, load_schemas, release_schema
 from lmcache_compat.config.yamlread import (
     YamlDocument,
     read_config_bytes,
     read_config_file,
     require,
 )
-from lmcache_compat.errors import MigrationError
+from lmcache_compat.errors import MigrationError, OutputError
+from lmcache_compat.scan.sources import describe_mode
 
 __all__ = [
     "Left",
@@ -281,35 +287,106 @@ def _reshape(value: Any, transforms: tuple[Transform, ...]) -> Any:
 
 
 def migrate_text(text: str, plan: MigrationPlan, where: str = "<text>") -> str:
-    """``text`` with ``plan``'s rewrites applied (ruamel.yaml round trip), proven against the
-    original as LMCache reads both; unchanged text when nothing moves."""
+    """``text`` with ``plan``'s rewrites applied as edits of the text itself: each renamed key
+    is respelled where it is written (its quoting kept), a reshaped value is written in flow
+    style in its place, and the spaces before a comment on that line keep the comment's
+    column where they can. Every other character is kept as it was: comments, key order,
+    quoting, anchors, line endings (``\\r\\n`` included) and a byte order mark. The result is
+    proven against the original as LMCache reads both; unchanged text when nothing moves."""
     if not plan.rewrites:
         return text
-    ruamel = require("ruamel.yaml", "rewriting a YAML configuration")
-    comments = require("ruamel.yaml.comments", "rewriting a YAML configuration")
-    yaml = ruamel.YAML(typ="rt")
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    data = yaml.load(text)
+    doc = read_config_bytes(text.encode("utf-8"), where)
+    mapping = doc.mapping or {}
+    edits: list[tuple[int, int, str]] = []
     for rw in plan.rewrites:
-        keys = list(data)
-        position = keys.index(rw.old)
-        value = data[rw.old]
-        comment = data.ca.items.pop(rw.old, None)
-        del data[rw.old]
+        span = doc.spans.get(rw.old)
+        if span is None:
+            raise MigrationError(
+                f"{where}: {rw.old} is not written in the top-level mapping itself: nothing "
+                "written (please report this file)"
+            )
+        key_start, key_end, value_start, value_end = span
+        line_edits = [(key_start, key_end, _respell(text[key_start:key_end], rw.old, rw.new))]
+        value = mapping[rw.old]
         reshaped = _reshape(value, rw.transforms)
-        if reshaped is not value and isinstance(reshaped, list):
-            seq = comments.CommentedSeq(reshaped)
-            seq.fa.set_flow_style()
-            reshaped = seq
-        data.insert(position, rw.new, reshaped)
-        if comment is not None:
-            data.ca.items[rw.new] = comment
-    out = io.StringIO()
-    yaml.dump(data, out)
-    result = out.getvalue()
+        end = value_end if value_start >= key_end else key_end
+        if reshaped is not value:
+            edit = _value_edit(text, key_end, (value_start, value_end), value, reshaped)
+            line_edits.append(edit)
+            end = edit[1]
+        line_edits += _keep_comment_column(text, end, line_edits)
+        edits += line_edits
+    result = _apply(text, edits, where)
     _prove(text, result, plan, where)
     return result
+
+
+_QUOTES = ("'", '"')
+#: A scalar that means the same inside a flow collection as in the block context.
+_FLOW_SAFE = re.compile(r"[-+.\w]+|'[^'\n]*'|\"[^\"\\\n]*\"")
+_ALIAS = re.compile(r"[ \t]*:[ \t]*(\*[^\s,\[\]{}]+)")
+
+
+def _respell(source: str, old: str, new: str) -> str:
+    """A key's source text (``old``, ``"old"``, ``&a old``...) with the name ``new`` instead,
+    written the same way."""
+    for q in ("", *_QUOTES):
+        if source.endswith(f"{q}{old}{q}"):
+            return source[: len(source) - len(old) - 2 * len(q)] + f"{q}{new}{q}"
+    return new  # an escaped spelling: the plain name (the proof reads it back)
+
+
+def _flow_text(value: Any) -> str:
+    """``value`` as one line of YAML flow text, as PyYAML writes it."""
+    yaml = require("yaml", "rewriting a YAML configuration")
+    out: str = yaml.safe_dump(value, default_flow_style=True, width=1 << 30, allow_unicode=True)
+    return out.split("\n", 1)[0]
+
+
+def _value_edit(
+    text: str, key_end: int, span: tuple[int, int], value: Any, reshaped: Any
+) -> tuple[int, int, str]:
+    """The edit that writes ``reshaped`` (a one-element list of ``value``, or ``[]``) where
+    ``value`` is written (``span``); an alias (``*name``) stays an alias inside the list."""
+    start, end = span
+    if start < key_end:  # the value is an alias: its node is the anchor's, written earlier
+        found = _ALIAS.match(text, key_end)
+        if found is None:
+            return key_end, key_end, ""  # nothing safe to edit: the proof refuses the result
+        start, end = found.span(1)
+    source = text[start:end]
+    if reshaped == [] and isinstance(reshaped, list):
+        return start, end, "[]"
+    if isinstance(reshaped, list) and len(reshaped) == 1 and reshaped[0] is value:
+        inner = source if source.startswith("*") or _FLOW_SAFE.fullmatch(source) else None
+        return start, end, f"[{inner if inner is not None else _flow_text(value)}]"
+    return start, end, _flow_text(reshaped)
+
+
+def _keep_comment_column(
+    text: str, end: int, edits: list[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """Spaces before a comment that follows the edited key and value on the same line, resized
+    so the comment stays in its column (at least one space is kept)."""
+    found = re.compile(r"[ \t]+(?=#)").match(text, end)
+    if found is None:
+        return []
+    grown = sum(len(new) - (b - a) for a, b, new in edits)
+    spaces = found.group()
+    if grown == 0 or "\t" in spaces:
+        return []
+    return [(found.start(), found.end(), " " * max(1, len(spaces) - grown))]
+
+
+def _apply(text: str, edits: list[tuple[int, int, str]], where: str) -> str:
+    out = text
+    last = len(text) + 1
+    for start, end, new in sorted(edits, key=lambda e: e[0], reverse=True):
+        if end > last:
+            raise MigrationError(f"{where}: overlapping rewrites: nothing written (please report)")
+        out = out[:start] + new + out[end:]
+        last = start
+    return out
 
 
 def _prove(before: str, after: str, plan: MigrationPlan, where: str) -> None:
@@ -336,24 +413,67 @@ class MigrationResult:
     written: str | None = None
 
 
-def write_atomic(path: Path, text: str, mode_from: Path | None = None) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory, then rename:
-    a reader sees the old file or the new one, never half of one."""
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+def _destination(path: Path) -> Path:
+    """The file a write to ``path`` replaces: a symlink's target (the link itself is kept),
+    which must be a regular file or not exist yet. Anything else is refused before a byte is
+    written: a directory, a FIFO, a device (``-o /dev/null`` would replace the machine's
+    ``/dev/null``), a socket, a link loop."""
+    real = Path(os.path.realpath(path))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return real  # a new file (its directory must exist: checked when it is created)
+    except OSError as exc:
+        reason = "a symlink loop" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+        raise MigrationError(f"{path}: {reason}: nothing written") from None
+    if stat.S_ISDIR(mode):
+        raise MigrationError(
+            f"{path}: a directory: give the file to write in it (-o {path / 'NAME.yaml'}); "
+            "nothing written"
+        )
+    if not stat.S_ISREG(mode):
+        raise MigrationError(
+            f"{path}: {describe_mode(mode)}, not a regular file: migrate writes only regular "
+            "files (a new copy renamed over the old one); print to standard output instead (no "
+            "-o) and redirect it; nothing written"
+        )
+    return real
+
+
+def write_atomic(path: Path, text: str, mode_from: Path | None = None) -> Path:
+    """Write ``text`` (as UTF-8 bytes, exactly: its line endings and byte order mark kept) to
+    ``path`` through a temporary file in the destination's own directory, flushed to disk,
+    then renamed over it: a reader, a crash or a Ctrl-C sees the old file or the new one,
+    never half of one, and never a temporary file left behind. A symlink is followed (its
+    target is replaced; the link stays); only a regular file is ever replaced. A failure to
+    write is one :class:`~lmcache_compat.errors.OutputError` line (exit status 7). Returns the
+    file written."""
+    dest = _destination(path)
+    data = text.encode("utf-8")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    except OSError as exc:
+        raise OutputError(
+            f"{path}: cannot write into {dest.parent} ({exc.strerror or exc}): nothing written"
+        ) from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        source = path if path.exists() else mode_from
+        source = dest if dest.exists() else mode_from
         if source is not None and source.exists():
-            os.chmod(tmp, source.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+            os.chmod(tmp, stat.S_IMODE(source.stat().st_mode))
+        os.replace(tmp, dest)
+    except BaseException as exc:  # Ctrl-C included: the destination is as it was
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(
+                f"{path}: cannot write ({exc.strerror or exc}): left as it was"
+            ) from None
         raise
+    return dest
 
 
 def migrate_file(
@@ -365,9 +485,10 @@ def migrate_file(
     in_place: bool = False,
 ) -> MigrationResult:
     """Migrate the file ``path`` to release ``to`` (``source``: the release it was written for;
-    inferred when ``None``). Written to ``out``, or over ``path`` with ``in_place``, atomically;
-    otherwise not written (the result's ``text``). ``out`` naming the input itself without
-    ``in_place`` is refused."""
+    inferred when ``None``). Written to ``out``, or over ``path`` with ``in_place``, atomically
+    (:func:`write_atomic`: a symlink's target is written and the link kept; only regular files
+    are replaced); otherwise not written (the result's ``text``). ``out`` naming the input
+    itself (through a link too) without ``in_place`` is refused."""
     path = Path(path)
     target = release_schema(to)
     doc = read_config_file(path)
@@ -378,9 +499,16 @@ def migrate_file(
     plan = plan_migration(doc, target, found, how)
     text = migrate_text(doc.text, plan, str(path))
     dest: Path | None = path if in_place else (Path(out) if out is not None else None)
-    if dest is not None and not in_place and dest.exists() and dest.resolve() == path.resolve():
-        raise MigrationError(f"{dest}: -o names the input file: pass --in-place to overwrite it")
     if dest is None:
         return MigrationResult(plan, text)
-    write_atomic(dest, text, mode_from=path)
-    return MigrationResult(plan, text, str(dest))
+    if not in_place and _same_file(dest, path):
+        raise MigrationError(f"{dest}: -o names the input file: pass --in-place to overwrite it")
+    written = write_atomic(dest, text, mode_from=path)
+    return MigrationResult(plan, text, f"{dest} -> {written}" if dest.is_symlink() else str(dest))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)

@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lmcache_compat.config.check import release_schema
-from lmcache_compat.config.schema import FlagSpec, ReleaseSchema, load_schemas
+from lmcache_compat.config.schema import FlagSpec, ReleaseSchema, load_schemas, release_schema
 from lmcache_compat.errors import MPFlagsError
 from lmcache_compat.upstream.locations import MP_COMMANDS
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from lmcache_compat.config.schema import KeySpec, ReleaseSchema
+from lmcache_compat.errors import UnsafeConfigError
+from lmcache_compat.inputs import check_json, check_number
 
 __all__ = [
     "CONVERTERS",
@@ -196,14 +198,23 @@ def _local_disk(value: Any) -> str | None:
     return ",".join(p[7:] if p.startswith("file://") else p for p in parts) or None
 
 
+def _json(value: Any) -> Any:
+    """``json.loads`` as the release calls it, its budgets checked first (the reader contract:
+    a value nested past ``input_depth`` is one :class:`UnsafeConfigError` line, never the
+    interpreter's RecursionError); invalid JSON raises the release's own JSONDecodeError."""
+    if isinstance(value, str):
+        check_json(value, "the value", UnsafeConfigError)
+    return json.loads(value)
+
+
 def _json_dict(value: Any) -> Any:
-    return value if isinstance(value, dict) else json.loads(value) if value else None
+    return value if isinstance(value, dict) else _json(value) if value else None
 
 
 def _env_dict(value: Any) -> Any:
     if value is None:
         return None
-    parsed = json.loads(value)
+    parsed = _json(value)
     if not isinstance(parsed, dict):
         raise AssertionError("value must be a dict")
     return parsed
@@ -270,15 +281,31 @@ class Conversion:
     modelled: bool = True
 
 
-def convert(converter: str | None, value: Any) -> Conversion:
-    """``value`` through ``converter`` as the release would convert it (``None``: kept)."""
+#: The converters that turn a string into numbers (``int()``, ``float()``, per comma-separated
+#: part): their input is held to the ``number_chars`` budget first.
+_NUMERIC = frozenset(
+    {"int", "float", "to_int", "to_float", "_to_int_list", "to_int_list", "_to_float_list"}
+)
+
+
+def convert(converter: str | None, value: Any, where: str = "a value") -> Conversion:
+    """``value`` through ``converter`` as the release would convert it (``None``: kept).
+
+    Under the reader contract (:mod:`lmcache_compat.inputs`): a number longer than the
+    ``number_chars`` budget, or JSON nested past ``input_depth``, raises one
+    :class:`UnsafeConfigError` line naming ``where``, before the converter runs."""
     if converter is None or value is None:
         return Conversion(value)
     model = CONVERTERS.get(converter)
     if model is None:
         return Conversion(value, modelled=False)
     try:
+        if converter in _NUMERIC and isinstance(value, str):
+            for part in value.split(","):
+                check_number(part, where, UnsafeConfigError)
         return Conversion(model(value))
+    except UnsafeConfigError as exc:
+        raise UnsafeConfigError(str(exc).replace("the value", where, 1)) from None
     except (ValueError, TypeError, AttributeError, AssertionError, OverflowError) as exc:
         error = "JSONDecodeError" if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
         return Conversion(error=error)

@@ -10,7 +10,6 @@ release published today is checked the same way, from its own code.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,8 +17,8 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from lmcache_compat.errors import DataFileError, NotInMatrixError
-from lmcache_compat.upstream.shipped import read_data
-from lmcache_compat.versions import installed_distribution_version, parse_version
+from lmcache_compat.upstream.shipped import read_data_json
+from lmcache_compat.versions import installed_version, parse_version
 
 __all__ = [
     "DATA_FILE",
@@ -33,6 +32,7 @@ __all__ = [
     "compact_flag",
     "compact_key",
     "load_schemas",
+    "release_schema",
     "schema_for",
     "shipped_block",
 ]
@@ -326,8 +326,8 @@ class Schemas:
 @functools.lru_cache(maxsize=1)
 def load_schemas() -> Schemas:
     """The shipped schemas (read once per process)."""
+    data = read_data_json(DATA_FILE, "configuration data")
     try:
-        data = json.loads(read_data(DATA_FILE))
         return Schemas([ReleaseSchema.from_json(r) for r in data["releases"]])
     except (ValueError, KeyError, TypeError) as exc:
         raise DataFileError(f"shipped configuration data is malformed: {exc!r}") from None
@@ -345,7 +345,7 @@ def schema_for(version: str | None = None) -> ReleaseSchema:
     installed LMCache's (shipped when listed, else read from its files). A version neither
     shipped nor installed: :class:`~lmcache_compat.errors.NotInMatrixError`."""
     schemas = load_schemas()
-    installed = installed_distribution_version("lmcache")
+    installed = installed_version("lmcache")
     if version is None:
         if installed is None:
             raise NotInMatrixError(
@@ -359,3 +359,8 @@ def schema_for(version: str | None = None) -> ReleaseSchema:
     if installed is not None and parse_version(installed) == parse_version(version):
         return _scanned_installed(installed)
     return schemas.row(version)
+
+
+def release_schema(version: str | ReleaseSchema | None) -> ReleaseSchema:
+    """A schema for a version (``None``: the installed release)."""
+    return version if isinstance(version, ReleaseSchema) else schema_for(version)

@@ -6,10 +6,12 @@ are booleans, ``0755`` is octal), the last of duplicate keys wins silently, merg
 refused. :func:`read_config_bytes` does exactly that, through PyYAML's own safe loader, and
 keeps what ``safe_load`` throws away: the line of each key and every line a duplicate key is on.
 
-Every bad input is one :class:`~lmcache_compat.errors.ConfigFileError` line, never a traceback:
-not UTF-8, not YAML, a hostile tag, a top level that is not a mapping, nesting too deep, aliases
-that expand past the budget (an alias bomb), a file over its size budget
-(:class:`~lmcache_compat.scan.budgets.Budgets` ``config_bytes`` / ``config_nodes``).
+Every bad input is one :class:`~lmcache_compat.errors.ConfigFileError` line, never a traceback
+(the reader contract, :mod:`lmcache_compat.inputs`): not UTF-8, not YAML (a control character
+included), a hostile tag, a value no constructor can convert, a top level that is not a mapping,
+aliases that expand past the budget (an alias bomb), a file over its size, depth or number
+budget (:class:`~lmcache_compat.scan.budgets.Budgets` ``config_bytes``, ``config_nodes``,
+``input_depth``, ``number_chars``: the last two measured on the text before PyYAML reads it).
 PyYAML is an optional dependency (``pip install 'lmcache-compat[config]'``).
 """
 
@@ -28,17 +30,23 @@ from lmcache_compat.errors import (
     SourceNotFoundError,
     UnsafeConfigError,
 )
+from lmcache_compat.inputs import check_yaml, guarded, shown
 from lmcache_compat.scan.budgets import BUDGETS, Budgets
 from lmcache_compat.scan.sources import read_regular_file
 
-__all__ = ["EXTRA_HINT", "YamlDocument", "read_config_bytes", "read_config_file", "require"]
+__all__ = ["YamlDocument", "extra_hint", "read_config_bytes", "read_config_file", "require"]
 
-#: How to install the optional dependencies of the configuration commands.
-EXTRA_HINT = "pip install 'lmcache-compat[config]'"
+
+def extra_hint() -> str:
+    """How to install the optional dependencies of the configuration commands, in the form
+    that works where lmcache-compat came from (:func:`lmcache_compat.installation.install_hint`)."""
+    from lmcache_compat.installation import install_hint  # lazy: only a refusal needs it
+
+    return install_hint("config")
 
 
 def require(module: str, what: str) -> Any:
-    """Import the optional dependency ``module`` (``yaml``, ``ruamel.yaml``) or raise one line
+    """Import the optional dependency ``module`` (``yaml``) or raise one line
     naming the extra that brings it."""
     import importlib  # lazy: optional dependency
 
@@ -47,7 +55,7 @@ def require(module: str, what: str) -> Any:
     except ImportError:
         top = module.split(".", maxsplit=1)[0]
         raise MissingExtraError(
-            f"{what} needs {top!r}, which is not installed (HINT: {EXTRA_HINT})"
+            f"{what} needs {top!r}, which is not installed (HINT: {extra_hint()})"
         ) from None
 
 
@@ -65,6 +73,9 @@ class YamlDocument:
     #: Keys that come from a merge key (``<<: *anchor``), not written in the mapping itself.
     merged: frozenset[Any] = frozenset()
     text: str = ""
+    #: key -> ``(key start, key end, value start, value end)``: character offsets in ``text``
+    #: of the winning occurrence of each key written in the mapping (what ``migrate`` edits).
+    spans: dict[Any, tuple[int, int, int, int]] = field(default_factory=dict)
 
 
 def _expanded_size(value: Any, limit: int) -> int:
@@ -98,30 +109,38 @@ def read_config_bytes(data: bytes, where: str, budgets: Budgets | None = None) -
             f"{where}:{line}: not UTF-8 (byte {exc.start}: {data[exc.start : exc.start + 1]!r}); "
             "LMCache opens the file as text and fails with UnicodeDecodeError: save it as UTF-8"
         ) from None
+    check_yaml(text, where, UnsafeConfigError, budgets)
     yaml = require("yaml", "reading a YAML configuration")
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
-        return _compose(loader, yaml, text, where, budgets)
-    except RecursionError:
-        raise ConfigFileError(f"{where}: nests too deeply to read") from None
+        with guarded(where, ConfigFileError, what="cannot be read as YAML"):
+            loader = yaml.SafeLoader(text)  # its reader refuses control characters at once
+            return _compose(loader, yaml, text, where, budgets)
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         at = f":{mark.line + 1}" if mark is not None else ""
-        problem = " ".join(str(exc.problem or exc).split())
+        problem = shown(" ".join(str(exc.problem or exc).split()))
         if "constructor for the tag" in problem:
             raise UnsafeConfigError(
                 f"{where}{at}: {problem}: a tag that would construct an object is refused, "
                 "never run (LMCache's safe_load refuses it too)"
             ) from None
         raise ConfigFileError(f"{where}{at}: {problem}") from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow (a control one)
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigFileError(
+            f"{where}:{line}: not valid YAML (character '{shown(chr(exc.character))}' at "
+            f"position {exc.position}: YAML does not allow control characters; LMCache's "
+            "safe_load fails on it too)"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or exc
-        text = " ".join(str(problem).split())
-        raise ConfigFileError(f"{where}{at}: not valid YAML ({text})") from None
+        problem = shown(" ".join(str(getattr(exc, "problem", None) or exc).split()))
+        raise ConfigFileError(f"{where}{at}: not valid YAML ({problem})") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _compose(loader: Any, yaml: Any, text: str, where: str, budgets: Budgets) -> YamlDocument:
@@ -140,6 +159,7 @@ def _compose(loader: Any, yaml: Any, text: str, where: str, budgets: Budgets) ->
     lines: dict[Any, int] = {}
     seen: dict[Any, list[int]] = {}
     merged: set[Any] = set()
+    spans: dict[Any, tuple[int, int, int, int]] = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, Hashable):
@@ -160,10 +180,17 @@ def _compose(loader: Any, yaml: Any, text: str, where: str, budgets: Budgets) ->
         if id(key_node) in explicit:
             seen.setdefault(key, []).append(line)
             merged.discard(key)
+            spans[key] = (
+                key_node.start_mark.index,
+                key_node.end_mark.index,
+                value_node.start_mark.index,
+                value_node.end_mark.index,
+            )
         else:
             merged.add(key)
+            spans.pop(key, None)
     duplicates = {k: v for k, v in seen.items() if len(v) > 1}
-    return YamlDocument(where, mapping, lines, duplicates, frozenset(merged), text)
+    return YamlDocument(where, mapping, lines, duplicates, frozenset(merged), text, spans)
 
 
 def read_config_file(path: str | os.PathLike[str], budgets: Budgets | None = None) -> YamlDocument:

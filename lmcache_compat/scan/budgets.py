@@ -52,6 +52,15 @@ class Budgets:
     #: expand to through aliases (real configurations are a few KB and a few dozen nodes).
     config_bytes: int = 1024 * 1024
     config_nodes: int = 100_000
+    #: Every text a reader parses (:mod:`lmcache_compat.inputs`, checked on the text before
+    #: any library sees it, so the answer never depends on the interpreter's recursion limit or
+    #: integer digit limit): nesting levels of one YAML or JSON document (a configuration file,
+    #: JSON in an ``LMCACHE_*`` variable, an HTTP reply; real ones nest 3 or 4 deep), the
+    #: characters of one number (real ones have a few digits), and of a version or specifier
+    #: text (real versions have under 40).
+    input_depth: int = 64
+    number_chars: int = 100
+    version_chars: int = 128
 
 
 BUDGETS = Budgets()

@@ -202,49 +202,8 @@ class ClassReader:
         return info
 
     def _compute(self, module: Module, cls: ast.ClassDef) -> ClassInfo:
-        methods: dict[str, MethodFacts] = {}
-        fields: list[P] = []
-        external: dict[str, None] = {}
-        base_is_dataclass = False
-        for base in reversed(cls.bases):
-            found = self._resolve_expr(module, base)
-            if found is None:
-                text = ast.unparse(base)
-                if text not in _IGNORED_BASES and not text.startswith(("Generic[", "Protocol[")):
-                    external = {text: None, **external}
-                continue
-            binfo = self.info(*found)
-            methods.update(binfo.methods)
-            external = {**dict.fromkeys(binfo.external), **external}
-            if binfo.fields is not None:
-                base_is_dataclass = True
-                names = {p.name for p in binfo.fields}
-                fields = [p for p in fields if p.name not in names] + binfo.fields
-        own: dict[str, MethodFacts | None] = {}
-        own_fields: list[P] = []
-        kw_only = _dataclass_kw_only(cls)
-        for node in top_level(cls.body):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                decorators = {_tail(d) for d in node.decorator_list}
-                if "overload" in decorators:
-                    continue
-                if decorators & _PROPERTIES:
-                    own[node.name] = MethodFacts(None, kind="property")
-                    continue
-                if decorators & _ACCESSORS:  # @x.setter keeps x a property
-                    continue
-                own[node.name] = function_facts(node, drop_first="staticmethod" not in decorators)
-            elif isinstance(node, ast.AnnAssign):
-                if ast.unparse(node.annotation).endswith("KW_ONLY"):
-                    kw_only = True
-                    continue
-                param = _dataclass_field(node, kw_only)
-                if param is not None:
-                    own_fields.append(param)
-            elif isinstance(node, ast.Assign):
-                for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        own[target.id] = None  # a plain attribute shadows an inherited method
+        methods, fields, external, base_is_dataclass = self._inherited(module, cls)
+        own, own_fields = _own_members(cls)
         for name, facts in own.items():
             if facts is None:
                 methods.pop(name, None)
@@ -265,3 +224,59 @@ class ClassReader:
         return ClassInfo(
             methods, fields if (is_dataclass or base_is_dataclass) else None, list(external)
         )
+
+    def _inherited(
+        self, module: Module, cls: ast.ClassDef
+    ) -> tuple[dict[str, MethodFacts], list[P], dict[str, None], bool]:
+        """What ``cls`` inherits, the last base first: methods, dataclass fields, the bases
+        outside the release (unparsed), and whether a base is a dataclass."""
+        methods: dict[str, MethodFacts] = {}
+        fields: list[P] = []
+        external: dict[str, None] = {}
+        base_is_dataclass = False
+        for base in reversed(cls.bases):
+            found = self._resolve_expr(module, base)
+            if found is None:
+                text = ast.unparse(base)
+                if text not in _IGNORED_BASES and not text.startswith(("Generic[", "Protocol[")):
+                    external = {text: None, **external}
+                continue
+            binfo = self.info(*found)
+            methods.update(binfo.methods)
+            external = {**dict.fromkeys(binfo.external), **external}
+            if binfo.fields is not None:
+                base_is_dataclass = True
+                names = {p.name for p in binfo.fields}
+                fields = [p for p in fields if p.name not in names] + binfo.fields
+        return methods, fields, external, base_is_dataclass
+
+
+def _own_members(cls: ast.ClassDef) -> tuple[dict[str, MethodFacts | None], list[P]]:
+    """The members ``cls`` defines itself (``None``: a plain attribute, which shadows an
+    inherited method) and its own dataclass fields."""
+    own: dict[str, MethodFacts | None] = {}
+    own_fields: list[P] = []
+    kw_only = _dataclass_kw_only(cls)
+    for node in top_level(cls.body):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            decorators = {_tail(d) for d in node.decorator_list}
+            if "overload" in decorators:
+                continue
+            if decorators & _PROPERTIES:
+                own[node.name] = MethodFacts(None, kind="property")
+                continue
+            if decorators & _ACCESSORS:  # @x.setter keeps x a property
+                continue
+            own[node.name] = function_facts(node, drop_first="staticmethod" not in decorators)
+        elif isinstance(node, ast.AnnAssign):
+            if ast.unparse(node.annotation).endswith("KW_ONLY"):
+                kw_only = True
+                continue
+            param = _dataclass_field(node, kw_only)
+            if param is not None:
+                own_fields.append(param)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    own[target.id] = None  # a plain attribute shadows an inherited method
+    return own, own_fields

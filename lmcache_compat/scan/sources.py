@@ -15,7 +15,7 @@ exception for links: installers may link files into their own cache (``UV_LINK_M
 
 from __future__ import annotations
 
-import importlib.util
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -27,6 +27,7 @@ from lmcache_compat.errors import (
     UnreadableArchiveError,
 )
 from lmcache_compat.scan.budgets import BUDGETS, Budgets, Meter, over
+from lmcache_compat.scan.describe import artifact_description
 
 __all__ = [
     "BUDGETS",
@@ -120,11 +121,6 @@ def sha256_of_regular_file(path: Path, limit: int) -> str:
     return digest.hexdigest()
 
 
-def artifact_description(path: Path) -> str:
-    """How a scan names a wheel or an sdist (``wheel lmcache-0.5.6-....whl``)."""
-    return f"{'wheel' if path.name.endswith('.whl') else 'sdist'} {path.name}"
-
-
 def parse_metadata(raw: bytes) -> tuple[str | None, str | None]:
     from email.parser import HeaderParser  # lazy: as in _canonical
 
@@ -186,13 +182,28 @@ class SourceTree:
         self.close()
 
 
+def real_path(path: Path, where: str) -> Path:
+    """``path`` with every link resolved, as ``os.path.realpath`` does on every Python; a link
+    loop (``pathlib`` raises ``RuntimeError`` for one on 3.10 and 3.11, ``OSError`` on 3.13)
+    is one :class:`UnreadableArchiveError` line."""
+    try:
+        real = Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:
+        return Path(os.path.realpath(path))  # a link to nothing: callers decide
+    except (OSError, RuntimeError) as exc:
+        code = getattr(exc, "errno", None)
+        reason = "a symlink loop" if code in (None, errno.ELOOP) else str(exc)
+        raise UnreadableArchiveError(f"{where}: {reason}") from None
+    return real
+
+
 class DirTree(SourceTree):
     """A directory on disk (a source tree, or the installed distribution's site-packages)."""
 
     def __init__(self, *args: object, root: Path, follow_links: bool) -> None:
         super().__init__(*args)  # type: ignore[arg-type]
         self.root = root
-        self._real_root = root.resolve()
+        self._real_root = real_path(root, str(root))
         self._follow_links = follow_links
 
     def _path(self, relpath: str) -> Path | None:
@@ -206,7 +217,7 @@ class DirTree(SourceTree):
         except OSError as exc:
             raise UnreadableArchiveError(f"{self.root}: {relpath}: {exc.strerror}") from None
         if not self._follow_links:
-            real = path.resolve()
+            real = real_path(path, f"{self.root}: {relpath}")
             if self._real_root not in real.parents:
                 raise UnreadableArchiveError(
                     f"{self.root}: {relpath} resolves to {real}, outside the source tree (symlink)"
@@ -285,11 +296,11 @@ def metadata_of_dir(root: Path, package: str, meter: Meter) -> tuple[str | None,
         candidates += sorted(root.glob("*.dist-info/METADATA"))
     except OSError as exc:
         raise UnreadableArchiveError(f"{root}: {exc.strerror or exc}") from None
-    real_root = root.resolve()
+    real_root = real_path(root, str(root))
     for meta in candidates:
         if not os.path.lexists(meta):
             continue
-        if real_root not in meta.resolve().parents:
+        if real_root not in real_path(meta, str(meta)).parents:
             raise UnreadableArchiveError(f"{meta}: a link out of the source tree")
         project, version = parse_metadata(read_regular_file(meta, limit, "metadata_bytes"))
         if meta.name == "PKG-INFO" or (project and _canonical(project) == _canonical(package)):
@@ -312,11 +323,9 @@ def directory_tree(root: Path, package: str, meter: Meter) -> SourceTree:
 
 
 def package_root(package: str) -> Path | None:
-    """The directory that holds the importable ``package`` (its ``site-packages``), found
-    without importing it (``find_spec`` of a top-level package reads no code but its
-    ``__init__``'s location)."""
+    """The directory that holds the importable package ``package`` (its ``site-packages``),
+    found without importing it (:func:`lmcache_compat.distributions.import_origin`)."""
+    from lmcache_compat.distributions import import_origin  # lazy: only the installed copy
 
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations))).parent
+    origin = import_origin(package)
+    return None if origin is None or not origin.is_dir() else origin.parent

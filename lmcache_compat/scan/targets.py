@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from importlib import metadata
 from pathlib import Path
 
+from lmcache_compat.distributions import installed_package
 from lmcache_compat.errors import NotLMCacheError, SourceNotFoundError, UnreadableArchiveError
 from lmcache_compat.scan.archives import open_sdist, open_wheel
 from lmcache_compat.scan.budgets import Meter
@@ -32,32 +32,36 @@ def _open_dir(path: Path, package: str, meter: Meter) -> SourceTree:
 
 
 def _open_installed(package: str, meter: Meter) -> SourceTree:
-
-    try:
-        dist = metadata.distribution(package)
-        version = dist.version
-    except metadata.PackageNotFoundError:
+    """The copy of ``package`` Python imports, with the version of the distribution that
+    provides it (whatever it is called: a fork, a rebuild)."""
+    found = installed_package(package)
+    root = found.root
+    if root is None:
         raise SourceNotFoundError(
             f"{package} is not installed in this environment ({sys.executable}); "
             "pass a wheel, an sdist or a source directory to scan instead"
-        ) from None
-    except (OSError, UnicodeError, ValueError) as exc:
-        raise UnreadableArchiveError(
-            f"the installed {package}'s metadata cannot be read ({type(exc).__name__}: {exc})"
-        ) from None
-    init = Path(str(dist.locate_file(f"{package}/__init__.py")))
+        )
+    provider = found.imported
+    if provider is None or provider.version is None:
+        why = found.problem or found.describe()
+        if provider is not None and provider.problem is not None:
+            raise UnreadableArchiveError(
+                f"the installed {package}'s metadata cannot be read ({why})"
+            )
+        raise SourceNotFoundError(f"{why}; pass its source directory to scan instead")
+    init = root / package / "__init__.py"
     if not init.is_file():
         raise SourceNotFoundError(
-            f"the installed {package} {version} has no {package}/__init__.py beside its "
+            f"the installed {package} {provider.version} has no {package}/__init__.py beside its "
             "metadata (an editable install?); pass its source directory to scan instead"
         )
     return DirTree(
-        f"installed {package} {version} ({init.parent})",
+        f"installed {package} {provider.version} ({init.parent})",
         package,
-        version,
+        provider.version,
         package,
         meter,
-        root=init.parent.parent,
+        root=root,
         follow_links=True,
     )
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmcache_compat.config.check import Finding
-from lmcache_compat.config.envcheck import check_active, check_environment
+from lmcache_compat.config.check import Finding, check_active, check_environment
 
 
 def _by_key(findings: list[Finding]) -> dict[str, Finding]:
@@ -27,6 +26,17 @@ def test_a_variable_nothing_reads_is_ignored_silently() -> None:
     found = _by_key(check_environment({"LMCACHE_CHUNKSIZE": "256"}, "0.5.6"))
     assert found["LMCACHE_CHUNKSIZE"].kind == "ignored"
     assert found["LMCACHE_CHUNKSIZE"].source == "env"
+
+
+def test_lmcache_compat_variables_are_its_own_not_dropped_ones() -> None:
+    # LMCACHE_COMPAT_* is this library's namespace (its sglang mode, the test tiers' settings):
+    # LMCache never reads those names, and nobody should be told to unset them
+    env = {"LMCACHE_COMPAT_SGLANG_MODE": "mp", "LMCACHE_COMPAT_RELEASE": "release-0.5.6"}
+    assert check_environment(env, "0.5.6") == []
+    # a neighbouring name outside the namespace still is a finding
+    assert [f.key for f in check_environment({"LMCACHE_COMPATS": "1"}, "0.5.6")] == [
+        "LMCACHE_COMPATS"
+    ]
 
 
 def test_renamed_and_removed_variables() -> None:

@@ -113,7 +113,7 @@ def test_an_installed_release_newer_than_the_data_is_read_from_its_files(
 
     wheel = _release(tmp_path)
     real_scan = config_scan.scan_config
-    monkeypatch.setattr(schema_mod, "installed_distribution_version", lambda name: "9.0.0")
+    monkeypatch.setattr(schema_mod, "installed_version", lambda name: "9.0.0")
     monkeypatch.setattr(config_scan, "scan_config", lambda target=None: real_scan(wheel))
     schema_mod._scanned_installed.cache_clear()
     found = schema_for(None)

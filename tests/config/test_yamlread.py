@@ -18,6 +18,7 @@ from lmcache_compat.errors import (
     SourceNotFoundError,
     UnsafeConfigError,
 )
+from lmcache_compat.installation import install_hint
 from lmcache_compat.scan.budgets import Budgets
 
 
@@ -131,5 +132,5 @@ def test_without_pyyaml_one_line_names_the_extra(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "MissingExtraError" in done.stderr
-    assert "pip install 'lmcache-compat[config]'" in done.stderr
+    assert f"(HINT: {install_hint('config')})" in done.stderr  # this checkout's: '.[config]'
     assert MissingExtraError.__mro__[1].__name__ == "LMCacheCompatError"

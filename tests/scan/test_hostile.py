@@ -37,7 +37,7 @@ from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree, make_wheel, metadata
 from tests.support.fakes import Fake_0_5_6
-from tests.support.generated_fakes import fake_module, instantiate
+from tools.generated_fakes import fake_module, instantiate
 
 
 def _fails(target: Path, status: int, fragment: str, capsys: pytest.CaptureFixture[str]) -> str:
@@ -198,6 +198,35 @@ def test_metadata_linked_to_dev_zero(tmp_path: Path, capsys: pytest.CaptureFixtu
     _fails(tmp_path / "t", 5, "link out of the source tree", capsys)
 
 
+@pytest.mark.parametrize("where", ["lmcache/self.py", "lmcache/v1/loop.py"])
+def test_a_symlink_loop_in_a_scanned_tree_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """A module that links to itself: ``pathlib`` raises RuntimeError for it on Python 3.10 and
+    3.11 and OSError on 3.13; every interpreter gives one line and status 5 (the scan-python
+    tiers run this). The search by class name reads every file, the loop included."""
+    root = make_tree(tmp_path / "t", {"lmcache/__init__.py": "", "lmcache/v1/x.py": "X = 1\n"})
+    (root / where).symlink_to(Path(where).name)
+    _fails(root, 5, f"{where}: a symlink loop", capsys)
+
+
+def test_a_symlink_loop_in_an_installed_tree_is_skipped_like_a_dangling_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links are followed in an installed tree (an installer's cache): a loop, like a link to
+    nothing, is no file; the search by class name (the class moved) reads past it."""
+    moved = {"lmcache/__init__.py": "", "lmcache/moved/adapter.py": ADAPTER_0_3_10_POST2}
+    site = make_tree(tmp_path / "site", moved)
+    (site / "lmcache" / "loop.py").symlink_to("loop.py")
+    info = site / "lmcache-0.3.10.post2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_bytes(metadata("lmcache", "0.3.10.post2"))
+    monkeypatch.syspath_prepend(str(site))
+    result = scan()
+    assert result.capabilities["kv_events"] is True
+    assert set(result.found_by.values()) == {"search"}
+
+
 def test_a_huge_sparse_pkg_info_is_never_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -297,6 +326,10 @@ def test_doctor_with_non_utf8_metadata(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr, r.stderr
     assert r.returncode == 0
     assert "cannot be read" in r.stdout
+    assert (
+        "installed, version unknown" in r.stdout
+        and "not installed" not in r.stdout.split("vLLM")[0]
+    )
 
 
 # --- adapters that never misroute data ------------------------------------------------------------

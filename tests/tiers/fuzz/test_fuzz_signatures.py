@@ -5,7 +5,7 @@ Each example takes a real release's row (every release with the MP adapters), ch
 method's signature the ways releases change them while keeping its meaning (annotations
 widened to unions, ``Optional``, ``typing`` generics, quoted; the arguments after a point made
 keyword-only; optional parameters added, positional or keyword-only), builds the class from
-that row (``tests.support.generated_fakes``: exactly the row's names, kinds, defaults and
+that row (``tools.generated_fakes``: exactly the row's names, kinds, defaults and
 annotation text) and the adapter over it. Properties:
 
 - the adapter's capabilities equal the unchanged release's (a benign change is not a removal);
@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from lmcache_compat import MPSchedulerAdapter, MPWorkerAdapter
 from lmcache_compat.core.roles import MP_SCHEDULER, MP_WORKER
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
-from tests.support.generated_fakes import fake_module, instantiate
 from tests.tiers.fuzz.conftest import EXAMPLES, SEED, STATS
+from tools.generated_fakes import fake_module, instantiate
 
 pytestmark = pytest.mark.fuzz
 
