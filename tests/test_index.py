@@ -1,4 +1,4 @@
-"""The package index helper (tests/support/index.py): the installers' configuration decides the
+"""The package index helper (tools/index.py): the installers' configuration decides the
 address; the JSON simple API is read with absolute URLs; downloads are bounded and checked."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support import index
+from tools import index
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ def test_unparseable_versions_are_clear_errors(bad: Any) -> None:
 @pytest.fixture
 def fake_metadata(monkeypatch: pytest.MonkeyPatch) -> dict[str, str | None]:
     table: dict[str, str | None] = {}
-    monkeypatch.setattr(versions, "installed_distribution_version", lambda name: table.get(name))
+    monkeypatch.setattr(versions, "installed_version", lambda name: table.get(name))
     return table
 
 

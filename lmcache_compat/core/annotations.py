@@ -196,11 +196,18 @@ def admits_none(text: str | None) -> bool:
     return parsed is not None and parsed.admits_none
 
 
+#: Annotations that admit every value (``typing.Any``, ``object``).
+_ANYTHING = frozenset({Type("Any"), Type("object")})
+
+
 def widens(old: str, new: str) -> bool:
-    """Whether ``new`` accepts every value ``old`` does because its alternatives are a strict
-    superset (``bytes`` -> ``bytes | memoryview``, ``int`` -> ``int | None``)."""
+    """Whether ``new`` accepts every value ``old`` does: its alternatives are a strict superset
+    (``bytes`` -> ``bytes | memoryview``, ``int`` -> ``int | None``), or it admits anything
+    (``Any``, ``object``: ``int`` -> ``object``, ``Any`` -> ``object``)."""
     a, b = parse(old), parse(new)
-    return a is not None and b is not None and set(a.alternatives) < set(b.alternatives)
+    if a is None or b is None:
+        return False
+    return set(a.alternatives) < set(b.alternatives) or bool(_ANYTHING & set(b.alternatives))
 
 
 def substitute(text: str, alias: Callable[[str], str | None], depth: int = 3) -> str:

@@ -449,13 +449,15 @@ class Downgrades:
         no call could bind."""
         unknown = facts.required_beyond(filled)
         if unknown:
+            from lmcache_compat.installation import install_hint  # lazy: only a refusal
+
             names = ", ".join(repr(n) for n in unknown)
             raise UnsupportedArgumentError(
                 unknown[0],
                 f"{self.where} in LMCache {self.version or 'unknown'} requires {names}, a "
                 "parameter lmcache-compat does not know (newer than every release it was "
                 "built for): no call through the adapter could bind.\n"
-                "HINT: pip install -U lmcache-compat, or install an LMCache release that "
+                f"HINT: {install_hint(upgrade=True)}, or install an LMCache release that "
                 "`lmcache-compat doctor` lists",
             )
 

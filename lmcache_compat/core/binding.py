@@ -232,22 +232,9 @@ def bind(
             target, name, core_params.get(name, ()), facts.surface.get(name), facts.cls_name
         )
     for spec in pass_through(role):
-        if spec.capability not in caps:
-            _warn_unreadable(facts, spec, options.strict)
-            if options.strict:  # else: the adapter class's own method is the fallback
-                methods[spec.method] = _raiser(spec, facts.cls_name, version)
-            continue
-        method: Callable[..., Any]
-        if spec.kind == "property":
-            # evaluated per call, as the release's own callers do; never by the probe
-            method = functools.partial(property_getter(target_cls, spec.method), target)
-        else:
-            method = _engine_method(
-                target, spec.method, spec.params, facts.surface.get(spec.method), facts.cls_name
-            )
-        if spec.check is not None:
-            method = spec.check(method, f"{facts.cls_name}.{spec.method}", version)
-        methods[spec.method] = method
+        bound = _pass_through(target, target_cls, facts, caps, spec, options, version)
+        if bound is not None:
+            methods[spec.method] = bound
     for capability in raise_absent:
         spec = capability.spec
         methods[spec.method] = (
@@ -256,3 +243,31 @@ def bind(
             else _raiser(spec, facts.cls_name, version)
         )
     return Binding(target, target_cls, facts, caps, version, options, methods)
+
+
+def _pass_through(  # noqa: PLR0917 (bind's own step, over what it decided)
+    target: object,
+    target_cls: type,
+    facts: ClassFacts,
+    caps: Capabilities,
+    spec: CapabilitySpec,
+    options: Options,
+    version: str | None,
+) -> Callable[..., Any] | None:
+    """What one catalog pass-through row binds: the engine's method (a property read per
+    call), wrapped by the row's check; for an absent capability nothing (the adapter class's
+    own method is the fallback), or a raiser when ``strict``."""
+    if spec.capability not in caps:
+        _warn_unreadable(facts, spec, options.strict)
+        return _raiser(spec, facts.cls_name, version) if options.strict else None
+    method: Callable[..., Any]
+    if spec.kind == "property":
+        # evaluated per call, as the release's own callers do; never by the probe
+        method = functools.partial(property_getter(target_cls, spec.method), target)
+    else:
+        method = _engine_method(
+            target, spec.method, spec.params, facts.surface.get(spec.method), facts.cls_name
+        )
+    if spec.check is not None:
+        method = spec.check(method, f"{facts.cls_name}.{spec.method}", version)
+    return method

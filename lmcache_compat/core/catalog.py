@@ -206,6 +206,8 @@ class CapabilitySpec:
         return f"{text} keyword {self.keyword!r}" if self.keyword else text
 
 
+#: Every capability row, one per capability: what it is, where it lives, since when, and the
+#: fallback without it.
 CATALOG: tuple[CapabilitySpec, ...] = (
     CapabilitySpec(
         capability=Capability.GET_FINISHED,
@@ -357,7 +359,9 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         params=(),
         since="0.4.2",
         fallback=fb.no_load_errors,
-        fallback_result="set() (an empty set: no failure can be reported)",
+        fallback_result="set() (an empty set) for a bare worker; not used by MPWorkerAdapter: "
+        "its own retrieve tracking is get_block_ids_with_load_errors() there "
+        "(lmcache_compat.mp.retrieves)",
         impact="KV load failures cannot be detected: requests may compute on missing KV",
         check=block_ids_check,
     ),

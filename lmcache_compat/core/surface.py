@@ -20,6 +20,7 @@ __all__ = [
     "class_capabilities",
     "missing_core",
     "release_capabilities",
+    "release_has",
     "render_surface",
     "satisfies",
     "undecided",
@@ -105,14 +106,18 @@ def class_capabilities(role: Role | None, surface: Surface) -> frozenset[Capabil
     )
 
 
+def release_has(spec: CapabilitySpec, classes: Mapping[str, Surface]) -> bool:
+    """Whether a release whose classes (by upstream name) have these surfaces carries one
+    catalog capability: every owner class exists and carries it. The one rule a scan, a shipped
+    row and a live probe share (a row asks it per capability, reading only that member)."""
+    return all(
+        owner.name in classes
+        and (spec.kind == "class" or satisfies(spec, classes[owner.name].get(spec.method)))
+        for owner in spec.owners
+    )
+
+
 def release_capabilities(classes: Mapping[str, Surface]) -> dict[str, bool]:
     """Every catalog capability -> whether a release whose classes (by upstream name) have
-    these surfaces carries it (every owner class must exist and carry it)."""
-    return {
-        row.capability.value: all(
-            owner.name in classes
-            and (row.kind == "class" or satisfies(row, classes[owner.name].get(row.method)))
-            for owner in row.owners
-        )
-        for row in CATALOG
-    }
+    these surfaces carries it (:func:`release_has`), in the catalog's order."""
+    return {row.capability.value: release_has(row, classes) for row in CATALOG}

@@ -27,10 +27,10 @@ from typing import Any
 
 from lmcache_compat.errors import LMCacheCompatError
 from lmcache_compat.sglang.decisions import MODES, Mode, Plan, plan
+from lmcache_compat.sglang.known.reader import SglangFacts, read_sglang
 from lmcache_compat.sglang.upstream import config_path
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.resolve import find
-from lmcache_compat.upstream.sglang_reader import SglangFacts, read_sglang
 
 __all__ = ["MODE_ENV", "BackendRefused", "build", "installed_plan"]
 
@@ -78,9 +78,11 @@ def installed_plan(config_file: str | None) -> Plan:
 def _field(ctx: Any, name: str, default: Any = _MISSING) -> Any:
     value = getattr(ctx, name, default)
     if value is _MISSING:
+        from lmcache_compat.installation import install_hint  # lazy: only a refusal needs it
+
         raise BackendRefused(
             f"sglang's {type(ctx).__name__} has no field {name!r}, which the lmcache-compat "
-            "backend reads (HINT: pip install -U lmcache-compat)"
+            f"backend reads (HINT: {install_hint(upgrade=True)})"
         )
     return value
 

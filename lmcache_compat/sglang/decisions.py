@@ -15,10 +15,10 @@ from typing import Literal
 from packaging.version import Version
 
 from lmcache_compat.core.catalog import Capability
+from lmcache_compat.sglang.known.issues import CPU_IN_PROCESS_FROM
+from lmcache_compat.sglang.known.reader import SglangFacts
 from lmcache_compat.sglang.variants import Variant, variant_for
 from lmcache_compat.upstream import locations as loc
-from lmcache_compat.upstream.sglang_issues import CPU_IN_PROCESS_FROM
-from lmcache_compat.upstream.sglang_reader import SglangFacts
 
 __all__ = ["MODES", "Mode", "Plan", "plan"]
 
@@ -90,9 +90,11 @@ def plan(
     variant = variant_for(classes, sglang["internals"], loc.SGLANG_LMC_UNIFIED_CACHE.name)
     if variant is None:
         facts = ", ".join(f"{k}={v}" for k, v in sorted(sglang["internals"].items()))
+        from lmcache_compat.installation import install_hint  # lazy: only a refusal needs it
+
         return refuse(
             f"its internals ({facts}) match no variant of the lmcache-compat backend "
-            "(HINT: pip install -U lmcache-compat)"
+            f"(HINT: {install_hint(upgrade=True)})"
         )
     has = {cap: bool(capabilities.get(cap.value)) for cap in Capability}
     if variant.kind == "unified":
@@ -103,17 +105,24 @@ def plan(
                 f"{_range(Capability.SGLANG_UNIFIED_MP)}); lmcache-compat builds no unified "
                 "cache over the older protocols"
             )
-        return Plan(
-            version,
-            lmcache,
-            True,
-            "unified-mp",
-            variant,
-            note=_unverified(variant, "unified-mp", lmcache, version),
-        )
+        chosen = "unified-mp"
+    else:
+        chosen, reason = _radix_mode(version, has, mode, config_file)
+        if reason:
+            return refuse(reason)
+    return Plan(
+        version, lmcache, True, chosen, variant, note=_unverified(variant, chosen, lmcache, version)
+    )
+
+
+def _radix_mode(
+    version: str | None, has: Mapping[Capability, bool], mode: Mode, config_file: bool
+) -> tuple[str, str]:
+    """``(mode, "")``: the radix cache's connector mode (``auto``: MP when this LMCache has it
+    and a configuration file is named, else the first it has); ``("", reason)``: none fits."""
     available = [m for m, cap in _MODE_CAPABILITY.items() if has[cap]]
     if not available:
-        return refuse(
+        return "", (
             f"this LMCache has neither SGLang connector sglang {version}'s radix cache can use "
             f"(in-process: {_range(Capability.SGLANG_IN_PROCESS)}; MP: "
             f"{_range(Capability.SGLANG_MP)})"
@@ -122,13 +131,11 @@ def plan(
     if mode == "auto":
         chosen = "mp" if "mp" in available and config_file else available[0]
     if chosen not in available:
-        return refuse(
+        return "", (
             f"{chosen} mode needs {_range(_MODE_CAPABILITY[chosen])} (this LMCache offers "
             f"{' and '.join(available)})"
         )
-    return Plan(
-        version, lmcache, True, chosen, variant, note=_unverified(variant, chosen, lmcache, version)
-    )
+    return chosen, ""
 
 
 def _unverified(variant: Variant, mode: str, lmcache: str | None, sglang: str | None) -> str:

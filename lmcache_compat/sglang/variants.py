@@ -2,7 +2,7 @@
 internals it relies on, as data.
 
 A variant names the run by its first release and lists the internals it builds on, read from
-sglang's files by :func:`lmcache_compat.upstream.sglang_reader.read_sglang` (``internals``) and
+sglang's files by :func:`lmcache_compat.sglang.known.reader.read_sglang` (``internals``) and
 from its cache classes. The backend picks the variant whose facts the installed sglang has
 (:func:`variant_for`); no match (an sglang newer than this table, with other internals) is
 refused at start-up in one line, never guessed. The shipped sglang grid records which variant
@@ -75,6 +75,7 @@ class Variant:
         )
 
 
+#: Every variant of the radix-cache backend, one per shape of LMCache's SGLang side.
 VARIANTS: tuple[Variant, ...] = (
     Variant(
         "radix-0.5.13",

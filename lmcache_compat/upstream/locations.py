@@ -3,16 +3,14 @@
 Each :class:`Place` names one upstream symbol, the distribution that ships it and the dotted
 modules it is known to live in, **newest first**. The scanner, the connector, the MP adapters,
 ``get_or_create_engine`` and ``doctor`` all find upstream code through these entries and
-:mod:`lmcache_compat.upstream.resolve`; no other module of lmcache-compat spells an upstream module
-path
-(``tests/test_locations.py`` proves it).
+:mod:`lmcache_compat.upstream.resolve`; no other module of lmcache-compat spells an upstream
+module path (``tests/upstream/test_locations.py`` proves it).
 
 A known path is a hint, not a requirement: when a release moves a class to a module listed
 nowhere here (LMCache 0.5.7rc2 moved the in-process code under ``lmcache.inprocess`` and left
 nothing behind), :func:`lmcache_compat.upstream.resolve.locate` finds it by class name anywhere in
-the
-package and says where. Add the new path here when a release is added to the shipped matrix
-(``tests/test_locations.py`` fails until every module the matrix records is listed).
+the package and says where. Add the new path here when a release is added to the shipped matrix
+(``tests/upstream/test_locations.py`` fails until every module the matrix records is listed).
 """
 
 from __future__ import annotations

@@ -107,7 +107,9 @@ class Located:
     found: dict[str, tuple[Module, ast.ClassDef, str]]
     #: class name -> the dotted modules of the matching candidates (none was chosen).
     ambiguous: dict[str, tuple[str, ...]]
-    #: class name -> its known modules that re-export it without defining it.
+    #: class name -> the modules that re-export it without defining it: its known modules (a
+    #: shim left at an old path) and the modules of the other places found (a module importing
+    #: it at its top level: ``from <that module> import <class>`` works).
     reexported: dict[str, tuple[str, ...]]
     #: function name -> (module, function node, ``"known"`` | ``"search"``).
     functions: dict[str, tuple[Module, FunctionNode, str]] = field(default_factory=dict)
@@ -123,10 +125,19 @@ class Located:
 
 def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> Located:
     """Each place found (at a known path, else by name), and the ambiguous ones."""
-    found: dict[str, tuple[Module, ast.ClassDef, str]] = {}
-    functions: dict[str, tuple[Module, FunctionNode, str]] = {}
-    ambiguous: dict[str, tuple[str, ...]] = {}
-    reexported: dict[str, tuple[str, ...]] = {}
+    located = Located({}, {}, {})
+    missing = _at_known_paths(index, reader, places, located)
+    if missing:
+        candidates = _candidates(index, missing)
+        for place in missing:
+            _choose(reader, place, candidates[place.name], located)
+    return _with_reexports(reader, located)
+
+
+def _at_known_paths(
+    index: Index, reader: ClassReader, places: tuple[Place, ...], located: Located
+) -> list[Place]:
+    """Fill ``located`` with the places found at a known path; the places that were not."""
     missing: list[Place] = []
     for place in places:
         if place.kind == "function":
@@ -134,17 +145,21 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
             if fhit is None:
                 missing.append(place)
             else:
-                functions[place.name] = fhit
+                located.functions[place.name] = fhit
             continue
         hit, shims = _known(index, reader, place)
         if hit is None:
             missing.append(place)
         else:
-            found[place.name] = hit
+            located.found[place.name] = hit
         if shims:
-            reexported[place.name] = shims
-    if not missing:
-        return Located(found, ambiguous, reexported, functions)
+            located.reexported[place.name] = shims
+    return missing
+
+
+def _candidates(index: Index, missing: list[Place]) -> dict[str, list[Module]]:
+    """name -> the modules under the places' search roots that define a class or function of
+    that name (files are only parsed when a byte search finds a definition line)."""
     names = sorted({p.name for p in missing})
     pattern = re.compile(
         rb"^[ \t]*(?:class|def|async[ \t]+def)[ \t]+("
@@ -166,30 +181,53 @@ def locate_all(index: Index, reader: ClassReader, places: tuple[Place, ...]) -> 
         for name in names:
             if name in module.classes or name in module.functions:
                 candidates[name].append(module)
-    for place in missing:
-        usable = [
-            m
-            for m in candidates[place.name]
-            if _under(m.relpath, place.search_under) and place.admits(m.dotted)
+    return candidates
+
+
+def _choose(reader: ClassReader, place: Place, modules: list[Module], located: Located) -> None:
+    """The one candidate of ``place`` that is admitted and matches it, into ``located``; more
+    than one is recorded as ambiguous, none leaves it missing."""
+    usable = [
+        m for m in modules if _under(m.relpath, place.search_under) and place.admits(m.dotted)
+    ]
+    if place.kind == "function":
+        hits = [(m, m.functions[place.name]) for m in usable if place.name in m.functions]
+        if len(hits) > 1:
+            located.ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in hits))
+        elif hits:
+            located.functions[place.name] = (*hits[0], "search")
+        return
+    matching = [
+        (m, m.classes[place.name])
+        for m in usable
+        if place.name in m.classes and _matches(reader, m, m.classes[place.name], place)
+    ]
+    if len(matching) > 1:
+        located.ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in matching))
+    elif matching:
+        module, node = matching[0]
+        located.found[place.name] = (module, node, "search")
+
+
+def _with_reexports(reader: ClassReader, located: Located) -> Located:
+    """``located`` with, for each class found, the modules of the other places found that bind
+    it at their top level (an import, an alias, a star import) without defining it: LMCache
+    0.5.6's ``unified_lmcache_mp_connector`` imports ``SGLangKVComponentGroup`` and the
+    operation classes, so importing them from it works."""
+    modules = {m.dotted: m for m, _, _ in located.found.values()}
+    modules |= {m.dotted: m for m, _, _ in located.functions.values()}
+    for name, (home, node, _) in located.found.items():
+        extra = [
+            dotted
+            for dotted, module in sorted(modules.items())
+            if module is not home
+            and dotted not in located.reexported.get(name, ())
+            and (hit := reader.resolve(module, name)) is not None
+            and hit[1] is node
         ]
-        if place.kind == "function":
-            hits = [(m, m.functions[place.name]) for m in usable if place.name in m.functions]
-            if len(hits) > 1:
-                ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in hits))
-            elif hits:
-                functions[place.name] = (*hits[0], "search")
-            continue
-        matching = [
-            (m, m.classes[place.name])
-            for m in usable
-            if place.name in m.classes and _matches(reader, m, m.classes[place.name], place)
-        ]
-        if len(matching) > 1:
-            ambiguous[place.name] = tuple(sorted(m.dotted for m, _ in matching))
-        elif matching:
-            module, node = matching[0]
-            found[place.name] = (module, node, "search")
-    return Located(found, ambiguous, reexported, functions)
+        if extra:
+            located.reexported[name] = tuple(sorted({*located.reexported.get(name, ()), *extra}))
+    return located
 
 
 # --- run time -------------------------------------------------------------------------------------
@@ -232,12 +270,14 @@ def where(place: Place) -> Where:
 
 def _not_found(place: Place, root: Path) -> UpstreamNotFoundError:
 
+    from lmcache_compat.installation import install_hint  # lazy: only a refusal needs it
+
     version = version_or_none(place.package) or "unknown version"
     return UpstreamNotFoundError(
         f"{place.name} is not defined in the installed {place.package} ({version}, "
         f"{root / place.package}): not at its known paths ({', '.join(place.modules)}) nor "
         f"anywhere under {place.search_under}. This release does not ship it.\n"
-        f"HINT: pip install -U lmcache-compat (a newer one may know this release), or run "
+        f"HINT: {install_hint(upgrade=True)} (a newer one may know this release), or run "
         f"'lmcache-compat doctor' to see what the installed {place.package} offers"
     )
 

@@ -12,9 +12,10 @@ live probe (:func:`lmcache_compat.core.surface.release_capabilities`).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lmcache_compat.core.catalog import CATALOG
 from lmcache_compat.core.signatures import MethodFacts, to_json
@@ -27,6 +28,9 @@ from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.resolve import locate_all
+
+if TYPE_CHECKING:
+    from lmcache_compat.upstream.matrix import ReleaseRow
 
 __all__ = ["ScanResult", "scan", "scan_tree"]
 
@@ -58,13 +62,15 @@ class ScanResult:
     def lmcache_version(self) -> str | None:
         return self.version if self.package == loc.LMCACHE else None
 
-    @property
+    # Decided once per result (doctor asks for each capability): a result is complete when
+    # scan_tree returns it, and nothing changes it after.
+    @functools.cached_property
     def capabilities(self) -> dict[str, bool]:
         """Every catalog capability -> whether the scanned classes carry it (``False`` for the
         :attr:`undecided` ones too)."""
         return release_capabilities(self.classes)
 
-    @property
+    @functools.cached_property
     def undecided(self) -> dict[str, str]:
         """Capability -> why these files cannot decide it: its class is ambiguous (several
         candidates), or a rule cannot classify its member's annotation."""
@@ -110,11 +116,29 @@ class ScanResult:
             out[name] = {"params": params, **detail}
         return out
 
+    @classmethod
+    def from_row(cls, row: ReleaseRow, tree: SourceTree) -> ScanResult:
+        """The scan of ``tree`` whose files are exactly ``row``'s release's (see
+        :func:`lmcache_compat.upstream.known.shipped_row_of_tree`): the row's facts."""
+        return cls(
+            tree.description,
+            tree.project,
+            tree.version,
+            tree.package,
+            row.classes(),
+            modules=dict(row.modules),
+            found_by=dict(row.found_by),
+            missing_classes=list(row.missing_classes),
+            external_bases={k: list(v) for k, v in row.external_bases.items()},
+            reexported_at={k: tuple(v) for k, v in row.reexported_at.items()},
+            functions={n: f for n in row.functions if (f := row.function(n)) is not None},
+        )
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"lmcache_version": self.lmcache_version, "source": self.source}
         if self.package != loc.LMCACHE:
             data[f"{self.package}_version"] = self.version
-        data["capabilities"] = self.capabilities
+        data["capabilities"] = dict(self.capabilities)
         data["modules"] = dict(sorted(self.modules.items()))
         data["found_by"] = dict(sorted(self.found_by.items()))
         data["surfaces"] = self.surfaces()
@@ -182,10 +206,21 @@ def scan(
     *,
     vllm_native: bool = False,
     meter: Meter | None = None,
+    known_rows: bool = True,
 ) -> ScanResult:
     """Scan a release without importing it: ``target`` is a ``.whl``, a ``.tar.gz``, a source
     directory or ``None`` (the installed distribution). ``vllm_native`` scans vLLM's vendored
-    copy instead (in the installed vLLM, or in the vLLM wheel/directory given)."""
+    copy instead (in the installed vLLM, or in the vLLM wheel/directory given). The installed
+    release whose files are exactly a shipped release's is answered from that release's row
+    (:func:`lmcache_compat.upstream.known.shipped_row_of_tree`); ``known_rows=False`` (``scan
+    --rescan``, and the tiers that test the scanner) reads its files whatever they are."""
     places = loc.NATIVE_SCANNED if vllm_native else loc.LMCACHE_SCANNED
     with open_source(target, places[0].package, meter) as tree:
+        if target is None and not vllm_native and known_rows:
+            from lmcache_compat.upstream.known import shipped_row_of_tree  # lazy: installed only
+            from lmcache_compat.upstream.matrix import ReleaseRow  # lazy: as above
+
+            row = shipped_row_of_tree(tree)
+            if row is not None:
+                return ScanResult.from_row(ReleaseRow.from_json(row), tree)
         return scan_tree(tree, places)

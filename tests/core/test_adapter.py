@@ -17,7 +17,7 @@ from lmcache_compat import (
     NotAnEngineError,
     probe,
 )
-from lmcache_compat.versions import installed_distribution_version
+from lmcache_compat.versions import installed_version
 from tests.support.fakes import (
     CONNECTOR_CAPS,
     FAKES,
@@ -324,7 +324,7 @@ def test_construction_does_not_evaluate_properties_or_call_anything() -> None:
 
 def test_version_is_read_from_metadata() -> None:
     a = ConnectorAdapter(Fake_0_3_0())
-    assert a.lmcache_version == installed_distribution_version("lmcache")
+    assert a.lmcache_version == installed_version("lmcache")
 
 
 def test_concurrent_construction_over_many_engines_is_consistent() -> None:

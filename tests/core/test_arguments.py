@@ -39,7 +39,7 @@ from lmcache_compat.mp import mp_init_kwargs
 from lmcache_compat.mp.config import build_parallel_strategy
 from lmcache_compat.testing.fakes import pack_tokens as pack_token_ids
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.generated_fakes import fake_module, instantiate
+from tools.generated_fakes import fake_module, instantiate
 
 MATRIX = load_matrix()
 IDS = [1, 2, 3, 4, 5]

@@ -12,7 +12,15 @@ import pytest
 from lmcache_compat import ConnectorAdapter
 from tests.support.fakes import FAKES
 
-FORBIDDEN_NAMES = {"getattr", "hasattr", "callable", "installed_distribution_version", "probe"}
+FORBIDDEN_NAMES = {
+    "getattr",
+    "hasattr",
+    "callable",
+    "installed_distribution_version",
+    "installed_version",
+    "installed_package",
+    "probe",
+}
 OPTIONAL = (
     "get_finished",
     "request_finished",

@@ -16,7 +16,7 @@ from lmcache_compat import (
 from lmcache_compat.core.roles import ENGINE
 from lmcache_compat.testing.faults import kv_events
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.generated_fakes import GeneratedEngine, fake_module, instantiate
+from tools.generated_fakes import GeneratedEngine, fake_module, instantiate
 
 MATRIX = load_matrix()
 VERSIONS = MATRIX.versions

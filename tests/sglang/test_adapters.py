@@ -26,11 +26,11 @@ from lmcache_compat.sglang import (
     SGLangUnifiedAdapter,
     torch_group,
 )
+from lmcache_compat.sglang.known.grid import load_sglang_grid
 from lmcache_compat.sglang.upstream import CONFIG_ENV
 from lmcache_compat.testing import set_result
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
-from lmcache_compat.upstream.sglang_grid import load_sglang_grid
-from tests.support.generated_fakes import GeneratedEngine, fake_from_row, instantiate
+from tools.generated_fakes import GeneratedEngine, fake_from_row, instantiate
 
 MATRIX = load_matrix()
 IN_PROCESS = [r for r in MATRIX.rows if r.has(Capability.SGLANG_IN_PROCESS)]

@@ -19,7 +19,7 @@ from lmcache_compat.sglang.upstream import CONFIG_ENV, find_sglang
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.resolve import Where
-from tests.support.generated_fakes import fake_module
+from tools.generated_fakes import fake_module
 
 
 def _env_reader() -> Any:

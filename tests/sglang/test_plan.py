@@ -8,10 +8,10 @@ from packaging.version import Version
 
 from lmcache_compat import Capability
 from lmcache_compat.sglang import VARIANTS, plan
+from lmcache_compat.sglang.known.grid import load_sglang_grid
 from lmcache_compat.sglang.variants import RADIX_FACTS, variant_for, variant_named
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.matrix import load_matrix
-from lmcache_compat.upstream.sglang_grid import load_sglang_grid
 
 GRID = load_sglang_grid()
 MATRIX = load_matrix()

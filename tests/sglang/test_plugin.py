@@ -16,7 +16,7 @@ import tomllib
 from lmcache_compat.sglang import BACKEND_NAME, register
 from lmcache_compat.upstream.resolve import clear_find_cache
 from tests.support.archives import make_tree
-from tests.support.paths import ROOT
+from tools.paths import ROOT
 
 REGISTRY = """
 CALLS = []

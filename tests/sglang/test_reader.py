@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lmcache_compat.sglang.known.bind import bind_pair
+from lmcache_compat.sglang.known.reader import read_sglang
 from lmcache_compat.upstream.matrix import load_matrix
-from lmcache_compat.upstream.sglang_bind import bind_pair
-from lmcache_compat.upstream.sglang_reader import read_sglang
 from tests.support.archives import make_wheel
 
 CACHE = "sglang/srt/mem_cache/storage/lmcache/lmc_radix_cache.py"

@@ -10,9 +10,10 @@ from lmcache_compat.core.roles import CONNECTOR
 from lmcache_compat.testing.faults import fail_loads
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
 from tests.support.fakes import connector_view
-from tests.support.generated_fakes import fake_from_row, instantiate
+from tools.generated_fakes import fake_from_row, instantiate
 
-#: How each optional method is called by a connector.
+#: How a connector calls an optional method whose arguments matter to a fake; any other is
+#: called with one placeholder per catalog parameter (:func:`_arguments`).
 CALLS: dict[str, tuple[object, ...]] = {
     "get_finished": ({"r1"},),
     "request_finished": (object(), [1, 2]),
@@ -22,6 +23,10 @@ CALLS: dict[str, tuple[object, ...]] = {
     "get_kv_events": (),
     "register_kv_caches": ({"layer.0": object()},),
 }
+
+
+def _arguments(method: str, params: tuple[str, ...]) -> tuple[object, ...]:
+    return CALLS.get(method) or tuple(object() for _ in params)
 
 
 def check_row_behaviour(row: ReleaseRow) -> None:
@@ -34,7 +39,7 @@ def check_row_behaviour(row: ReleaseRow) -> None:
             continue
         method = getattr(adapter, spec.method)
         before = len(engine._calls)
-        result = method(*CALLS[spec.method])
+        result = method(*_arguments(spec.method, spec.params))
         if row.has(spec.capability):
             assert engine._calls[before:] == [spec.method], (row.version, spec.method)
         else:

@@ -2,11 +2,11 @@
 
 Each fake's public methods, parameter names and return annotations mirror the real release's
 ``lmcache/integration/vllm/vllm_v1_adapter.py`` (read with ``ast`` from the PyPI artifacts);
-``tests/test_matrix.py::test_handwritten_fakes_mirror_the_real_releases`` proves that against the
-shipped release matrix, and the
-``releases`` tox tier proves the matrix against the real releases. Behaviour is reduced to what
-the adapter observes: calls are recorded, failed blocks are recorded and drained as the real
-``record_failed_blocks``/``get_block_ids_with_load_errors`` do (0.3.9.post1 on), without torch.
+``tests/upstream/test_matrix.py::test_handwritten_fakes_mirror_the_real_releases`` proves that
+against the shipped release matrix, and the ``releases`` tox tier proves the matrix against the
+real releases. Behaviour is reduced to what the adapter observes: calls are recorded, failed
+blocks are recorded and drained as the real ``record_failed_blocks``/
+``get_block_ids_with_load_errors`` do (0.3.9.post1 on), without torch.
 """
 
 from __future__ import annotations

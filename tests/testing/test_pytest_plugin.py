@@ -9,7 +9,7 @@ import pytest
 
 from lmcache_compat.report.releases import select
 from tests.support.archives import ADAPTER_0_3_10_POST2, ENGINE, V1, make_tree, metadata
-from tests.support.paths import ROOT
+from tools.paths import ROOT
 
 pytest_plugins = ["pytester"]
 

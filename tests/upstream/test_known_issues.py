@@ -18,7 +18,9 @@ from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree
         ("0.32.0", "0.5.6", "degraded", {"measured-shutdown"}),
         ("0.32.0", "0.3.9", "broken", {"measured-events", "measured-step"}),
         ("0.32.0", "0.3.7", "broken", {"adapter-import"}),
-        ("0.12.0", "0.3.9.post1", "ok", set()),
+        # no pair is "ok" for vLLM's own in-process connector from 0.3.6 on: its process does not
+        # end cleanly (measured by the serving tier, tests/tiers/serve)
+        ("0.12.0", "0.3.9.post1", "degraded", {"offload-server-close-race"}),
         # n/a in the grid (a fallback ran): the row says what the fallback loses
         ("0.11.2", "0.3.9", "degraded", {"no-load-error-reporting"}),
         ("0.9.2", "0.3.0", "broken", {"unguarded-get-finished"}),
@@ -104,14 +106,14 @@ def test_doctor_scans_an_installed_release(
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lmcache\nVersion: 0.3.10.post2\n")
     monkeypatch.syspath_prepend(str(site))
-    from lmcache_compat.versions import installed_distribution_version
+    from lmcache_compat.distributions import clear_installed
 
-    installed_distribution_version.cache_clear()
+    clear_installed()
     try:
         assert main(["doctor", "--json"]) == 0
         report = json.loads(capsys.readouterr().out)
     finally:
-        installed_distribution_version.cache_clear()
+        clear_installed()
     present = {c["capability"]: c["present"] for c in report["capabilities"]}
     assert present["kv_events"] is True and present["register_kv_caches"] is False
     assert "read with ast" in report["capabilities_basis"]

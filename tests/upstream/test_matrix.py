@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat import CATALOG, probe
-from lmcache_compat.core.catalog import owned_by
+from lmcache_compat.core.catalog import Capability, owned_by
 from lmcache_compat.core.probes import live_surface
 from lmcache_compat.core.roles import CONNECTOR
 from lmcache_compat.core.surface import render_surface
@@ -108,7 +108,16 @@ def test_row_lookup_errors() -> None:
 
 
 def _row(version: str, **caps: bool) -> ReleaseRow:
-    return ReleaseRow(version, "x", "0" * 64, caps, {}, {}, ())
+    """A row whose stored surfaces carry exactly the capabilities set true (each a method of
+    the catalog's shape on its owner class): the row derives them, as a shipped row does."""
+    surfaces: dict[str, dict[str, list[str]]] = {}
+    for name, present in caps.items():
+        spec = Capability(name).spec
+        if present:
+            surfaces.setdefault(spec.owner.name, {})[spec.method] = list(spec.params)
+    row = ReleaseRow(version, "x", "0" * 64, surfaces, {}, ())
+    assert {c for c, v in row.capabilities.items() if v} == {c for c, v in caps.items() if v}
+    return row
 
 
 def test_since_is_the_start_of_the_unbroken_run() -> None:
@@ -133,7 +142,8 @@ def test_matrix_cli(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["matrix", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["version"] for r in data["releases"]] == RELEASES
-    assert data["since"]["kv_events"] == "0.3.10.post2"
+    assert data["since"]["kv_events"] == "0.3.10.post2"  # pinned: 0.3.10.post2 added get_kv_events
+    assert data["since"] == {c: MATRIX.since(c) for c in data["since"]}
 
 
 def test_diff_versions(capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"{section}:")
         for line in entry.get("lines", ()):
             terminalreporter.write_line(f"  {line}")
-    target = os.environ.get("LMCACHE_CANARY_REPORT")
+    target = os.environ.get("LMCACHE_COMPAT_CANARY_REPORT")
     if target:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(json.dumps(REPORT, indent=1, sort_keys=True, default=str))

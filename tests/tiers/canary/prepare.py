@@ -38,9 +38,9 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from tests.support import index
-from tests.support.paths import vllm_constraints as shipped_constraints
-from tests.support.uv_install import uv_install
+from tools import index
+from tools.paths import vllm_constraints as shipped_constraints
+from tools.uv_install import uv_install
 
 ROOT = Path(__file__).resolve().parents[3]
 TORCH = "2.13.0"
@@ -139,12 +139,14 @@ def torch_pin() -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("canary_dir", type=Path)
-    parser.add_argument("--lmcache", default=os.environ.get("LMCACHE_CANARY_LMCACHE") or None)
-    parser.add_argument("--vllm", default=os.environ.get("LMCACHE_CANARY_VLLM") or None)
+    parser.add_argument(
+        "--lmcache", default=os.environ.get("LMCACHE_COMPAT_CANARY_LMCACHE") or None
+    )
+    parser.add_argument("--vllm", default=os.environ.get("LMCACHE_COMPAT_CANARY_VLLM") or None)
     parser.add_argument(
         "--generate-constraints",
         action="store_true",
-        default=bool(os.environ.get("LMCACHE_CANARY_GENERATE")),
+        default=bool(os.environ.get("LMCACHE_COMPAT_CANARY_GENERATE")),
     )
     args = parser.parse_args(argv)
     if not os.environ.get("UV_FIND_LINKS"):

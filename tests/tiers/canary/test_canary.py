@@ -12,7 +12,7 @@ answer changes when upstream publishes.
 What fails the canary: a capability the newest matrix row has and this release lacks, a catalog
 class that cannot be found, a probe that disagrees with the scan, a degraded or broken cell of
 ``LMCacheCompatConnector``. Everything else new is reported (the end of the pytest output and
-``$LMCACHE_CANARY_REPORT``) for a maintainer to add to the shipped data.
+``$LMCACHE_COMPAT_CANARY_REPORT``) for a maintainer to add to the shipped data.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ DRIVER_TIMEOUT = 1800
 
 @pytest.fixture(scope="module")
 def plan() -> dict[str, Any]:
-    where = os.environ.get("LMCACHE_CANARY_DIR")
+    where = os.environ.get("LMCACHE_COMPAT_CANARY_DIR")
     if not where or not Path(where, "plan.json").exists():
         pytest.fail("no canary plan: run through tox -e canary (tests/tiers/canary/prepare.py)")
     data: dict[str, Any] = json.loads(Path(where, "plan.json").read_text())

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.paths import ROOT
+from tools.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "connector"
 CONNECTOR = Path("src") / "example_connector" / "connector.py"

@@ -10,8 +10,8 @@ import pytest
 
 from lmcache_compat.core.catalog import Capability
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.paths import ROOT
 from tests.tiers.example.run import copy_example, failing_releases, run_example
+from tools.paths import ROOT
 
 pytestmark = [pytest.mark.example, pytest.mark.real]
 

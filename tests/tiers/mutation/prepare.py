@@ -17,8 +17,8 @@ from pathlib import Path
 
 from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.uv_install import uv_install
 from tests.tiers.grid.prepare import check_versions, constraints_file, install_release
+from tools.uv_install import uv_install
 
 
 def newest_vllm() -> str:

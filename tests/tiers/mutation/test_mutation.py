@@ -5,7 +5,7 @@ one, one change each (:mod:`tests.tiers.mutation`), checked by ``scan``, ``diff`
 ``scan`` and ``diff`` run here; ONE subprocess of this (real vLLM) environment imports every
 mutated tree in turn under a fresh set of ``lmcache`` modules (:mod:`tests.tiers.mutation.probe`)
 for ``resolve`` and the adapters; ``doctor --json`` runs once per tree with the tree first on
-``PYTHONPATH``. The table of outcomes is printed and written to ``LMCACHE_MUTATION_REPORT``.
+``PYTHONPATH``. The table of outcomes is printed and written to ``LMCACHE_COMPAT_MUTATION_REPORT``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from lmcache_compat.report.diff import ChangeKind as K
 from lmcache_compat.report.diff import ReleaseDiff, ReleaseView, diff_releases
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import ScanResult, scan
-from tests.support.paths import ROOT
 from tests.tiers.mutation.edits import copy_tree
 from tests.tiers.mutation.expected import EXPECTED, Expected
 from tests.tiers.mutation.mutations import MUTATIONS, Mutation
+from tools.paths import ROOT
 
 pytestmark = pytest.mark.real
 
@@ -58,9 +58,11 @@ class Run:
 
 
 def _release() -> Path:
-    releases = os.environ.get("LMCACHE_MUTATION_RELEASES")
+    releases = os.environ.get("LMCACHE_COMPAT_MUTATION_RELEASES")
     if not releases:
-        pytest.fail("LMCACHE_MUTATION_RELEASES is unset: run this tier with `tox run -e mutation`")
+        pytest.fail(
+            "LMCACHE_COMPAT_MUTATION_RELEASES is unset: run this tier with `tox run -e mutation`"
+        )
     return Path(releases) / load_matrix().newest.version
 
 
@@ -257,7 +259,7 @@ def test_report(run: Run) -> None:
     release = load_matrix().newest.version
     text = f"Mutation tier: LMCache {release}, {len(run.outcomes)} mutations\n\n" + "\n".join(lines)
     print("\n" + text)
-    report = os.environ.get("LMCACHE_MUTATION_REPORT")
+    report = os.environ.get("LMCACHE_COMPAT_MUTATION_REPORT")
     if report:
         Path(report).write_text(text + "\n")
     assert all("FAILED" not in c for o in run.outcomes.values() for c in o.cells.values())

@@ -3,7 +3,7 @@ CUDA extensions), checking its sha256 against the shipped release matrix.
 
     python tests/tiers/release/fetch_sdist.py VERSION DEST_DIR
 
-Downloads from the index the installers are configured with (:mod:`tests.support.index`).
+Downloads from the index the installers are configured with (:mod:`tools.index`).
 Prints the path.
 """
 
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.index import download, find_file, sha256_of
+from tools.index import download, find_file, sha256_of
 
 
 def main(version: str, dest: str) -> int:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import sys
 
-from tests.support.uv_install import uv_install
 from tests.tiers.release.check_installed import main as check_installed
 from tests.tiers.release.fetch_sdist import main as fetch_sdist
+from tools.uv_install import uv_install
 
 PREFIX = "release-"
 

@@ -33,12 +33,12 @@ from tests.support.config_probes import (
 
 pytestmark = pytest.mark.release
 
-RELEASE = os.environ.get("LMCACHE_RELEASE", "").removeprefix("release-")
+RELEASE = os.environ.get("LMCACHE_COMPAT_RELEASE", "").removeprefix("release-")
 
 
 @pytest.fixture(scope="module")
 def schema() -> ReleaseSchema:
-    assert RELEASE, "run through tox: LMCACHE_RELEASE names the release under test"
+    assert RELEASE, "run through tox: LMCACHE_COMPAT_RELEASE names the release under test"
     return load_schemas().row(RELEASE)
 
 
@@ -48,7 +48,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     (the installed release)."""
     artifact = load_matrix().row(RELEASE).artifact
     if artifact.endswith(".tar.gz"):
-        sdist = Path(os.environ["LMCACHE_ENV_TMP"]) / artifact
+        sdist = Path(os.environ["LMCACHE_COMPAT_ENV_TMP"]) / artifact
         return extract_sources(sdist, tmp_path_factory.mktemp("sdist"))
     return None
 
@@ -72,7 +72,7 @@ def test_a_scan_of_this_release_is_its_shipped_block() -> None:
     installed files (0.3.0: the fetched sdist) reads today."""
     row = load_matrix().row(RELEASE)
     target = (
-        str(Path(os.environ["LMCACHE_ENV_TMP"]) / row.artifact)
+        str(Path(os.environ["LMCACHE_COMPAT_ENV_TMP"]) / row.artifact)
         if row.artifact.endswith(".tar.gz")
         else None
     )

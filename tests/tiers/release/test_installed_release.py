@@ -1,9 +1,9 @@
 """The ``releases`` tier: one real LMCache release per tox env (``pip install --no-deps``).
 
-tox sets ``LMCACHE_RELEASE`` to the env's name (``release-X``) and ``LMCACHE_ENV_TMP`` to its
-temp dir, where ``prepare.py`` fetched the sdist of a release that cannot be installed here
-(0.3.0). Nothing here imports LMCache (``test_config_loaders.py`` runs the real config loader
-in a subprocess).
+tox sets ``LMCACHE_COMPAT_RELEASE`` to the env's name (``release-X``) and
+``LMCACHE_COMPAT_ENV_TMP`` to its temp dir, where ``prepare.py`` fetched the sdist of a release
+that cannot be installed here (0.3.0). Nothing here imports LMCache
+(``test_config_loaders.py`` runs the real config loader in a subprocess).
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ from pathlib import Path
 import pytest
 
 from lmcache_compat import installed_lmcache_version
+from lmcache_compat.config.check import OWN_PREFIX
 from lmcache_compat.testing import fake_class
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import scan
 from lmcache_compat.versions import parse_version
 from tests.support.behaviour import check_row_behaviour
-from tests.support.generated_fakes import live_facts
+from tools.generated_fakes import live_facts
 
 pytestmark = pytest.mark.release
 
-RELEASE = os.environ.get("LMCACHE_RELEASE", "").removeprefix("release-")
+RELEASE = os.environ.get("LMCACHE_COMPAT_RELEASE", "").removeprefix("release-")
 
 
 def _artifact() -> str:
@@ -35,7 +36,7 @@ def _artifact() -> str:
     artifact = load_matrix().row(RELEASE).artifact
     if not artifact.endswith(".tar.gz"):
         return ""
-    return str(Path(os.environ["LMCACHE_ENV_TMP"]) / artifact)
+    return str(Path(os.environ["LMCACHE_COMPAT_ENV_TMP"]) / artifact)
 
 
 ARTIFACT = _artifact()
@@ -43,7 +44,7 @@ ARTIFACT = _artifact()
 
 @pytest.fixture(scope="module")
 def row():  # type: ignore[no-untyped-def]
-    assert RELEASE, "run through tox: LMCACHE_RELEASE names the release under test"
+    assert RELEASE, "run through tox: LMCACHE_COMPAT_RELEASE names the release under test"
     return load_matrix().row(RELEASE)
 
 
@@ -52,7 +53,7 @@ def _target() -> str | None:
 
 
 def test_scan_equals_the_shipped_row(row) -> None:  # type: ignore[no-untyped-def]
-    data = scan(_target()).to_json()
+    data = scan(_target(), known_rows=False).to_json()  # the files read, never the row
     expected = row.scan_json()
     keys = (
         "lmcache_version",
@@ -105,13 +106,18 @@ def test_doctor_reports_this_release(row) -> None:  # type: ignore[no-untyped-de
 
     report = json.loads(r.stdout)
     assert report["lmcache"] == (None if ARTIFACT else RELEASE)
-    # the active configuration is checked against this release (tox passes no LMCACHE_*)
+    # the active configuration is checked against this release: tox sets only this library's
+    # own LMCACHE_COMPAT_* variables, which are not LMCache's and so are no finding; any other
+    # LMCACHE_* variable passed in is read by no release
     assert report["config"]["checked"] is (not ARTIFACT), report["config"]
-    if not ARTIFACT:  # tox's own LMCACHE_RELEASE / LMCACHE_ENV_TMP: read by no release
+    if not ARTIFACT:
         assert report["config"]["release"] == RELEASE
         found = {(f["key"], f["kind"], f["effect"]) for f in report["config"]["findings"]}
-        tox_vars = {k for k in os.environ if k.startswith("LMCACHE_")}
-        assert found == {(k, "ignored", "dropped") for k in tox_vars}, found
+        assert any(k.startswith(OWN_PREFIX) for k in os.environ)
+        others = {
+            k for k in os.environ if k.startswith("LMCACHE_") and not k.startswith(OWN_PREFIX)
+        }
+        assert found == {(k, "ignored", "dropped") for k in others}, found
     if not ARTIFACT:  # what doctor expects from the version is what the release has
         expected = {c["capability"]: c["expected"] == "yes" for c in report["capabilities"]}
         assert expected == dict(row.capabilities)
@@ -187,7 +193,23 @@ def test_fakes_have_the_real_signatures(row) -> None:  # type: ignore[no-untyped
     """lmcache_compat.testing's fakes of this release: each member's ``inspect.signature``
     equals the real release's, read by the scanner from the installed files (or the fetched
     sdist) without importing LMCache."""
-    scanned = scan(_target())
+    scanned = scan(_target(), known_rows=False)
     assert scanned.classes, "nothing scanned"
     for name, facts in scanned.classes.items():
         assert live_facts(fake_class(row.version, name)) == facts, name
+
+
+def test_the_installed_files_are_the_artifact_s(row) -> None:  # type: ignore[no-untyped-def]
+    """The installed release hashes to the digest its row records (taken from the artifact by
+    scripts/build_release_matrix.py), so doctor and scan() answer from the row, and the answer
+    is what reading the files gives."""
+    from lmcache_compat.scan.targets import open_source
+    from lmcache_compat.upstream.known import shipped_row_of_tree, tree_sha256
+    from lmcache_compat.upstream.shipped import release_row
+
+    with open_source(_target()) as tree:
+        assert tree_sha256(tree) == release_row(row.version)["tree_sha256"]
+    if _target() is None:  # the installed release (0.3.0 is an sdist, not installed)
+        with open_source(None) as tree:
+            assert shipped_row_of_tree(tree) == release_row(row.version)
+        assert scan().to_json() == scan(known_rows=False).to_json()

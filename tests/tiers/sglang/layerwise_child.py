@@ -121,9 +121,9 @@ def main(mode: str) -> dict[str, Any]:
                 names = ("token_ids", "slot_mapping", "offset")
                 return LoadMetadata(**dict(zip(names, args, strict=True)))
         else:
+            from lmcache_compat.sglang.known.issues import passes_torch_group
             from lmcache_compat.sglang.upstream import find_sglang
             from lmcache_compat.upstream import locations as loc
-            from lmcache_compat.upstream.sglang_issues import passes_torch_group
 
             keywords: dict[str, str] = json.loads(os.environ["SGLANG_CALL_KEYWORDS"])
             source = keywords.get("tp_group", "None")

@@ -15,7 +15,7 @@ on, and the MP-server venvs of the releases the MP tests run against.
    stand-ins in ``stubs_gpu_only``), and what it needs besides
    (``constraints/sglang-V-extras.txt``, its own transformers) into ``.../V-extras``;
 4. the MP-server venvs of the LMCache releases the MP tests use
-   (``tests/tiers/mp_server/venvs.py``, under ``LMCACHE_MP_TIER_VENVS``).
+   (``tests/tiers/mp_server/venvs.py``, under ``LMCACHE_COMPAT_MP_TIER_VENVS``).
 
 Prints the wall time of each part.
 """
@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
-from tests.support.uv_install import uv_install
 from tests.tiers.grid.prepare import install_release, release_installed
+from tools.uv_install import uv_install
 
 HERE = Path(__file__).resolve().parent
 SGLANG = "0.5.23"

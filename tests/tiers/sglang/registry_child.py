@@ -381,7 +381,10 @@ def _radix_round_trip(  # noqa: PLR0917 (the child's own helper)
 def _finished_kwargs(cache: Any) -> dict[str, Any]:
     import inspect
 
-    base: Any = type(cache).__mro__[1]
+    # sglang's own cache class: the first in the MRO that is not lmcache-compat's
+    base: Any = next(
+        c for c in type(cache).__mro__ if not c.__module__.startswith("lmcache_compat")
+    )
     params = inspect.signature(base.cache_finished_req).parameters
     return {"kv_len_to_handle": TOKENS} if "kv_len_to_handle" in params else {}
 

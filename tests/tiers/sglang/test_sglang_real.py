@@ -27,13 +27,13 @@ import pytest
 from packaging.version import Version
 
 from lmcache_compat.core.catalog import Capability
+from lmcache_compat.sglang.known.bind import default_mode
+from lmcache_compat.sglang.known.grid import load_sglang_grid
+from lmcache_compat.sglang.known.issues import CPU_IN_PROCESS_FROM
 from lmcache_compat.sglang.variants import VARIANTS
 from lmcache_compat.upstream.matrix import load_matrix
-from lmcache_compat.upstream.sglang_bind import default_mode
-from lmcache_compat.upstream.sglang_grid import load_sglang_grid
-from lmcache_compat.upstream.sglang_issues import CPU_IN_PROCESS_FROM
-from tests.support.paths import ROOT
 from tests.tiers.sglang import tier
+from tools.paths import ROOT
 
 pytestmark = [pytest.mark.sglang, pytest.mark.real]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.support.paths import ROOT
+from tools.paths import ROOT
 
 HERE = Path(__file__).resolve().parent
 STUBS = HERE / "stubs"
@@ -32,9 +32,11 @@ CHILD_TIMEOUT = 240.0
 
 
 def env_dir() -> Path:
-    value = os.environ.get("LMCACHE_SGLANG_ENV")
+    value = os.environ.get("LMCACHE_COMPAT_SGLANG_ENV")
     if not value:
-        raise RuntimeError("run through tox (tox -e sglang-0.5.23): LMCACHE_SGLANG_ENV is unset")
+        raise RuntimeError(
+            "run through tox (tox -e sglang-0.5.23): LMCACHE_COMPAT_SGLANG_ENV is unset"
+        )
     return Path(value)
 
 

@@ -17,13 +17,13 @@ import pytest
 from packaging.version import Version
 
 from lmcache_compat.sglang.decisions import plan
+from lmcache_compat.sglang.known.bind import bind_pair
+from lmcache_compat.sglang.known.grid import load_sglang_grid
+from lmcache_compat.sglang.known.reader import facts_key, read_sglang
 from lmcache_compat.sglang.variants import variant_for
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.matrix import load_matrix
-from lmcache_compat.upstream.sglang_bind import bind_pair
-from lmcache_compat.upstream.sglang_grid import load_sglang_grid
-from lmcache_compat.upstream.sglang_reader import facts_key, read_sglang
-from tests.support import index
+from tools import index
 
 pytestmark = [pytest.mark.sglanggrid, pytest.mark.real]
 
@@ -33,7 +33,7 @@ CHECKED = [GRID.versions[-1], WITH_INTEGRATION[0]]
 
 
 def _cache() -> Path:
-    path = Path(os.environ.get("LMCACHE_SGLANG_WHEELS", "/tmp/lmcache-compat-sglang-wheels"))
+    path = Path(os.environ.get("LMCACHE_COMPAT_SGLANG_WHEELS", "/tmp/lmcache-compat-sglang-wheels"))
     path.mkdir(parents=True, exist_ok=True)
     return path
 

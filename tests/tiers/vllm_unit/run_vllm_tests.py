@@ -41,7 +41,7 @@ from typing import Final, Literal
 
 # a script folder: the repository root holds the shared index helper
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.support import index
+from tools import index
 
 __all__ = [
     "SDIST_SHA256",

@@ -34,16 +34,16 @@ from lmcache_compat.scan.classreader import ClassReader
 from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source
-from lmcache_compat.upstream import locations as loc
-from lmcache_compat.upstream.resolve import locate_all
-from lmcache_compat.upstream.sglang_calls import CONNECTOR_MODES, integration_facts, module_tree
-from lmcache_compat.upstream.sglang_types import (
+from lmcache_compat.sglang.known.calls import CONNECTOR_MODES, integration_facts, module_tree
+from lmcache_compat.sglang.known.types import (
     CallJSON,
     ImportJSON,
     IntegrationJSON,
     MethodJSON,
     SglangFacts,
 )
+from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.resolve import locate_all
 
 __all__ = [
     "CONNECTOR_MODES",

@@ -1,18 +1,20 @@
 """Binding what an sglang release calls against what an LMCache release offers.
 
 :func:`bind_pair` takes the facts of an sglang release
-(:mod:`lmcache_compat.upstream.sglang_reader`) and a row of the shipped release matrix (or a
+(:mod:`lmcache_compat.sglang.known.reader`) and a row of the shipped release matrix (or a
 scan of an installed LMCache, made into a row) and says, per mode sglang's own cache can run
 in, whether it works, and if not, the exact reason, as Python would report it:
 
-1. every import line must find its module and names where the release defines them; a
-   failure inside sglang's ``try`` is reported as the error sglang raises instead, with the
-   real cause beside it;
+1. every import line must find its module, and each name where the release defines it or in a
+   module that imports it at its top level (``ReleaseRow.reexported_at``: what Python binds
+   there, so the import works); a failure inside sglang's ``try`` is reported as the error
+   sglang raises instead, with the real cause beside it. A pair whose imports work is bound
+   on, so its real failure (a ``TypeError`` from a call) is the one reported;
 2. every call of a connector, metadata record or ``lmcache_get_config`` is bound with
    :meth:`inspect.Signature.bind` (placeholders for the values), dataclass ``__init__``s
    included;
 3. every connector method sglang calls, in the mode it calls it in, must exist and bind;
-4. the known behaviours a signature cannot show (:mod:`lmcache_compat.upstream.sglang_issues`:
+4. the known behaviours a signature cannot show (:mod:`lmcache_compat.sglang.known.issues`:
    the ``tp_group`` sglang hands over) add conditions or failures.
 
 Nothing is imported: both sides are facts read from files.
@@ -25,9 +27,8 @@ from dataclasses import dataclass, field
 from typing import Literal, TypedDict
 
 from lmcache_compat.core.signatures import MethodFacts
-from lmcache_compat.upstream.matrix import ReleaseRow
-from lmcache_compat.upstream.sglang_issues import BehaviourIssue, behaviour_issues
-from lmcache_compat.upstream.sglang_reader import (
+from lmcache_compat.sglang.known.issues import BehaviourIssue, behaviour_issues
+from lmcache_compat.sglang.known.reader import (
     CONNECTOR_MODES,
     CallJSON,
     ImportJSON,
@@ -35,6 +36,7 @@ from lmcache_compat.upstream.sglang_reader import (
     MethodJSON,
     SglangFacts,
 )
+from lmcache_compat.upstream.matrix import ReleaseRow
 
 __all__ = [
     "ModeJSON",
@@ -111,7 +113,8 @@ def _import_error(line: ImportJSON, row: ReleaseRow) -> str | None:
         return f"ModuleNotFoundError: No module named {_first_missing(module, present)!r}"
     for name in line["names"]:
         where = row.modules.get(name)
-        if where is not None and where != module:
+        reexported = module in row.reexported_at.get(name, ())  # the module imports it: it works
+        if where is not None and where != module and not reexported:
             return f"ImportError: cannot import name {name!r} from {module!r} (it is in {where})"
         if where is None and name in row.missing_classes:
             return f"ImportError: cannot import name {name!r} from {module!r}"

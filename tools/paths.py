@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 #: The repository root.
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: The real tiers (tox envs that install real LMCache, vLLM, torch).
 TIERS = ROOT / "tests" / "tiers"
 #: The pins each vLLM grid tier installs (``scripts/build_vllm_constraints.py`` writes them).

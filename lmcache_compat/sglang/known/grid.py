@@ -10,7 +10,7 @@ the newest sglang wheel and one older one. It holds:
   fields), the internals the lmcache-compat backend relies on and the variant that serves it;
 * ``runs``: consecutive releases with identical LMCache import lines and call shapes (equal
   keys): their facts once, and per LMCache release of the shipped matrix the binding
-  (:class:`~lmcache_compat.upstream.sglang_bind.PairJSON`: per mode, works or the exact
+  (:class:`~lmcache_compat.sglang.known.bind.PairJSON`: per mode, works or the exact
   reason).
 
 ``doctor`` judges an installed pair by binding the installed files the same way; for a release
@@ -20,7 +20,6 @@ of the grid the two agree (a test proves it for every pair).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,9 +27,9 @@ from typing import Any
 from packaging.version import Version
 
 from lmcache_compat.errors import DataFileError, NotInMatrixError
-from lmcache_compat.upstream.sglang_bind import PairJSON
-from lmcache_compat.upstream.sglang_reader import IntegrationJSON, SglangFacts
-from lmcache_compat.upstream.shipped import read_data
+from lmcache_compat.sglang.known.bind import PairJSON
+from lmcache_compat.sglang.known.reader import IntegrationJSON, SglangFacts
+from lmcache_compat.upstream.shipped import read_data_json
 from lmcache_compat.versions import parse_version
 
 __all__ = ["DATA_FILE", "Run", "SglangGrid", "SglangRelease", "load_sglang_grid"]
@@ -87,7 +86,7 @@ class Run:
 
 
 def _public(version: str) -> Version:
-    return Version(Version(version).public)
+    return Version(parse_version(version).public)
 
 
 class SglangGrid:
@@ -118,7 +117,7 @@ class SglangGrid:
         return self._run_of[self.release(sglang).sglang]
 
     def facts(self, sglang: str) -> SglangFacts:
-        """The release's facts, as :func:`~lmcache_compat.upstream.sglang_reader.read_sglang`
+        """The release's facts, as :func:`~lmcache_compat.sglang.known.reader.read_sglang`
         read them from its wheel."""
         rel = self.release(sglang)
         return {
@@ -157,7 +156,8 @@ def grid_from_json(data: Mapping[str, Any]) -> SglangGrid:
 @functools.lru_cache(maxsize=1)
 def load_sglang_grid() -> SglangGrid:
     """The shipped grid (read once per process)."""
+    data = read_data_json(DATA_FILE, "sglang grid")
     try:
-        return grid_from_json(json.loads(read_data(DATA_FILE)))
+        return grid_from_json(data)
     except (ValueError, KeyError, TypeError) as exc:
         raise DataFileError(f"shipped sglang grid is malformed: {exc}") from None

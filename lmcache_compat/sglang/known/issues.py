@@ -1,5 +1,5 @@
 """What sglang's calls do that no signature shows, as data: the rows the binding of a pair
-(:mod:`lmcache_compat.upstream.sglang_bind`) adds to what :meth:`inspect.Signature.bind`
+(:mod:`lmcache_compat.sglang.known.bind`) adds to what :meth:`inspect.Signature.bind`
 finds.
 
 One row today: the ``tp_group`` sglang hands LMCache's connectors. Before 0.5.5.post1 sglang
@@ -19,8 +19,8 @@ from packaging.version import Version
 
 from lmcache_compat.core.catalog import Capability
 from lmcache_compat.core.roles import SGLANG_LAYERWISE
+from lmcache_compat.sglang.known.reader import IntegrationJSON
 from lmcache_compat.upstream.matrix import ReleaseRow
-from lmcache_compat.upstream.sglang_reader import IntegrationJSON
 
 __all__ = [
     "CPU_IN_PROCESS_FROM",

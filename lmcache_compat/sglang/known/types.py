@@ -1,4 +1,4 @@
-"""The JSON shapes of what the sglang reader finds (:mod:`lmcache_compat.upstream.sglang_reader`),
+"""The JSON shapes of what the sglang reader finds (:mod:`lmcache_compat.sglang.known.reader`),
 which the shipped sglang grid stores."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 ``except ImportError`` handler that turns their failure into another error), every call of an
 imported LMCache name with its keywords' source text, every method call and attribute read on
 a connector the cache holds, the mode each runs in, and the modes the cache can reach
-(:func:`integration_facts`; :mod:`lmcache_compat.upstream.sglang_reader` reads the release)."""
+(:func:`integration_facts`; :mod:`lmcache_compat.sglang.known.reader` reads the release)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any
 from lmcache_compat.core.roles import SGLANG_LAYERWISE, SGLANG_MP, SGLANG_UNIFIED
 from lmcache_compat.scan.modules import Module, parse_source
 from lmcache_compat.scan.sources import SourceTree
+from lmcache_compat.sglang.known.types import CallJSON, ImportJSON, IntegrationJSON, MethodJSON
 from lmcache_compat.upstream import locations as loc
-from lmcache_compat.upstream.sglang_types import CallJSON, ImportJSON, IntegrationJSON, MethodJSON
 
 __all__ = ["CONNECTOR_MODES", "integration_facts", "module_tree"]
 
