@@ -2,8 +2,8 @@
 :mod:`lmcache_compat.config`.
 
 Each command imports what it needs when it runs (``# lazy: start-up time``). Reading YAML needs
-PyYAML and rewriting it ruamel.yaml (``pip install 'lmcache-compat[config]'``); without them
-the command says so in one line and exits 8. ``check`` exits 1 when anything would be ignored
+PyYAML (``pip install 'lmcache-compat[config]'``); without it the command says so in one line and
+exits 8. ``check`` exits 1 when anything would be ignored
 (a value dropped, or a load that fails), ``migrate`` when a key is left that the target will
 not read, ``mp-flags`` when a flag cannot be said to the target.
 """
@@ -14,9 +14,11 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
+    from typing import Any
+
     from lmcache_compat.config.check import Finding
 
 __all__ = ["add_config_parser", "format_findings"]
@@ -48,8 +50,11 @@ def _summary(findings: list[Finding]) -> str:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from lmcache_compat.config.check import check_file  # lazy: start-up time
-    from lmcache_compat.config.envcheck import check_active, check_environment  # lazy: start-up
+    from lmcache_compat.config.check import (  # lazy: start-up time
+        check_active,
+        check_environment,
+        check_file,
+    )
     from lmcache_compat.config.schema import schema_for  # lazy: start-up time
 
     target = schema_for(args.lmcache)
@@ -98,11 +103,16 @@ def _migrate(args: argparse.Namespace) -> int:
         if result.written is None:
             sys.stdout.write(result.text)
         report = sys.stderr if result.written is None else sys.stdout
-        _report(plan, result.written, report)
+        _report(plan, result.written, report, quiet=args.verbosity < 0)
     return 1 if plan.left else 0
 
 
-def _report(plan: Any, written: str | None, out: Any) -> None:
+def _report(plan: Any, written: str | None, out: Any, *, quiet: bool = False) -> None:
+    """What migrate did; ``quiet`` (``-q``): only the keys it left in place (the verdict)."""
+    if quiet:
+        for x in plan.left:
+            print(f"  line {x.line}: {x.key} LEFT IN PLACE: {x.reason}", file=out)
+        return
     print(f"migrate from LMCache {plan.source} to {plan.target}", file=out)
     if plan.inferred:
         print(f"  from: {plan.inferred}", file=out)
@@ -140,7 +150,8 @@ def _mp_flags(args: argparse.Namespace) -> int:
         import shlex  # lazy: start-up time
 
         print(shlex.join(result.argv))
-        for change in (*result.changes, *(f"LOST: {x}" for x in result.lost)):
+        changes = () if args.verbosity < 0 else result.changes  # -q: only what is lost
+        for change in (*changes, *(f"LOST: {x}" for x in result.lost)):
             print(f"  {change}", file=sys.stderr)
     return 1 if result.lost else 0
 
@@ -154,7 +165,12 @@ def add_config_parser(sub: Any) -> None:
     )
     commands = config.add_subparsers(dest="config_command", metavar="SUBCOMMAND")
     config.set_defaults(func=lambda args: _no_subcommand(config))
+    _add_check(commands)
+    _add_migrate(commands)
+    _add_mp_flags(commands)
 
+
+def _add_check(commands: Any) -> None:
     check = commands.add_parser(
         "check",
         help="what an LMCache release would ignore, rename or read differently in FILE "
@@ -171,11 +187,13 @@ def add_config_parser(sub: Any) -> None:
     check.add_argument("--json", action="store_true", help="print one JSON object")
     check.set_defaults(func=_check)
 
+
+def _add_migrate(commands: Any) -> None:
     migrate = commands.add_parser(
         "migrate",
         help="rewrite FILE for another release: renames and safe moves, comments and order kept",
     )
-    migrate.add_argument("file", metavar="FILE")
+    migrate.add_argument("file", metavar="FILE", help="the YAML configuration file to rewrite")
     migrate.add_argument("--to", required=True, metavar="VERSION", help="the target release")
     migrate.add_argument(
         "--from",
@@ -190,12 +208,20 @@ def add_config_parser(sub: Any) -> None:
     migrate.add_argument("--json", action="store_true", help="print the plan as JSON")
     migrate.set_defaults(func=_migrate)
 
+
+def _add_mp_flags(commands: Any) -> None:
     flags = commands.add_parser(
         "mp-flags",
         help="translate an MP server command line from one release to another",
     )
-    flags.add_argument("--from", dest="source", required=True, metavar="VERSION")
-    flags.add_argument("--to", required=True, metavar="VERSION")
+    flags.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="VERSION",
+        help="the release the flags were written for",
+    )
+    flags.add_argument("--to", required=True, metavar="VERSION", help="the target release")
     flags.add_argument(
         "--command",
         dest="mp_command",
@@ -214,8 +240,13 @@ def add_config_parser(sub: Any) -> None:
         action="store_true",
         help="drop what the target cannot do (listed as LOST) instead of failing",
     )
-    flags.add_argument("--json", action="store_true")
-    flags.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- FLAGS")
+    flags.add_argument("--json", action="store_true", help="print one JSON object")
+    flags.add_argument(
+        "argv",
+        nargs=argparse.REMAINDER,
+        metavar="-- FLAGS",
+        help="the MP server's flags, after --",
+    )
     flags.set_defaults(func=_mp_flags)
 
 

@@ -140,7 +140,7 @@ def mp_flag_moves_markdown() -> str:
 def migrate_example_markdown(example: str, source: str, target: str) -> str:
     """``config migrate`` of the text ``example`` from release ``source`` to ``target``: the
     file before, after, and the report."""
-    from lmcache_compat.config.migrate import migrate_text, plan_migration  # lazy: ruamel
+    from lmcache_compat.config.migrate import migrate_text, plan_migration  # lazy: PyYAML
     from lmcache_compat.config.yamlread import read_config_bytes  # lazy: PyYAML
 
     schemas = load_schemas()

@@ -329,9 +329,34 @@ def _method_changes(cls: str, name: str, a: MethodFacts, b: MethodFacts) -> list
         return [Change(ChangeKind.MEMBER_KIND_CHANGED, cls, name, None, a.kind, b.kind)]
     if a.kind != "method" or a.signature is None or b.signature is None:
         return []
-    out: list[Change] = []
-    pa, pb = a.signature.parameters, b.signature.parameters
     renames = _renames(a, b)
+    out = _renamed(cls, name, a, b, renames)
+    out += _added_and_removed(cls, name, a, b, renames)
+    before = [n for n in _positional(a) if n in b.signature.parameters]
+    after = [n for n in _positional(b) if n in a.signature.parameters]
+    if [n for n in before if n in after] != [n for n in after if n in before]:
+        out.append(
+            Change(ChangeKind.PARAMETER_MOVED, cls, name, None, ", ".join(before), ", ".join(after))
+        )
+    for pname, old in a.signature.parameters.items():
+        new = b.signature.parameters.get(pname)
+        if new is not None:
+            out += _kept_parameter(cls, name, pname, old, new)
+    ra, rb = a.returns, b.returns
+    if ra and rb and normalise(ra) != normalise(rb):
+        none_before = normalise(ra) == "None"  # nobody read a None result
+        kind = ChangeKind.RETURN_ADDED if none_before else ChangeKind.RETURN_CHANGED
+        out.append(Change(kind, cls, name, None, ra, rb))
+    return out
+
+
+def _renamed(
+    cls: str, name: str, a: MethodFacts, b: MethodFacts, renames: dict[str, str]
+) -> list[Change]:
+    """Each renamed parameter, and its annotation's change across the rename."""
+    assert a.signature is not None and b.signature is not None
+    pa, pb = a.signature.parameters, b.signature.parameters
+    out: list[Change] = []
     for old_name, new_name in renames.items():
         out.append(Change(ChangeKind.PARAMETER_RENAMED, cls, name, None, old_name, new_name))
         out.extend(
@@ -343,48 +368,51 @@ def _method_changes(cls: str, name: str, a: MethodFacts, b: MethodFacts) -> list
                 _annotation(pb[new_name]),
             )
         )
+    return out
+
+
+def _added_and_removed(
+    cls: str, name: str, a: MethodFacts, b: MethodFacts, renames: dict[str, str]
+) -> list[Change]:
+    """The parameters only one side has (a rename is neither)."""
+    assert a.signature is not None and b.signature is not None
+    pa, pb = a.signature.parameters, b.signature.parameters
+    out = [
+        Change(ChangeKind.PARAMETER_REMOVED, cls, name, pname)
+        for pname in pa
+        if pname not in pb and pname not in renames
+    ]
     renamed_to = set(renames.values())
-    for pname in pa:
-        if pname not in pb and pname not in renames:
-            out.append(Change(ChangeKind.PARAMETER_REMOVED, cls, name, pname))
     for pname, p in pb.items():
         if pname in pa or pname in renamed_to:
             continue
         required = p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)
         kind = ChangeKind.PARAMETER_ADDED_REQUIRED if required else ChangeKind.PARAMETER_ADDED
         out.append(Change(kind, cls, name, pname, None, _annotation(p)))
-    before = [n for n in _positional(a) if n in pb]
-    after = [n for n in _positional(b) if n in pa]
-    if [n for n in before if n in after] != [n for n in after if n in before]:
+    return out
+
+
+def _kept_parameter(cls: str, name: str, pname: str, old: P, new: P) -> list[Change]:
+    """What changed on a parameter both sides have: its kind, whether it is required, its
+    annotation."""
+    out: list[Change] = []
+    if old.kind != new.kind:
         out.append(
-            Change(ChangeKind.PARAMETER_MOVED, cls, name, None, ", ".join(before), ", ".join(after))
-        )
-    for pname, old in pa.items():
-        new = pb.get(pname)
-        if new is None:
-            continue
-        if old.kind != new.kind:
-            out.append(
-                Change(
-                    ChangeKind.PARAMETER_KIND_CHANGED,
-                    cls,
-                    name,
-                    pname,
-                    old.kind.description,
-                    new.kind.description,
-                )
+            Change(
+                ChangeKind.PARAMETER_KIND_CHANGED,
+                cls,
+                name,
+                pname,
+                old.kind.description,
+                new.kind.description,
             )
-        variadic = (P.VAR_POSITIONAL, P.VAR_KEYWORD)
-        if old.default is not P.empty and new.default is P.empty and new.kind not in variadic:
-            out.append(Change(ChangeKind.PARAMETER_BECAME_REQUIRED, cls, name, pname))
-        elif old.default is P.empty and new.default is not P.empty and old.kind not in variadic:
-            out.append(Change(ChangeKind.PARAMETER_BECAME_OPTIONAL, cls, name, pname))
-        out.extend(_type_change(cls, name, pname, _annotation(old), _annotation(new)))
-    ra, rb = a.returns, b.returns
-    if ra and rb and normalise(ra) != normalise(rb):
-        none_before = normalise(ra) == "None"  # nobody read a None result
-        kind = ChangeKind.RETURN_ADDED if none_before else ChangeKind.RETURN_CHANGED
-        out.append(Change(kind, cls, name, None, ra, rb))
+        )
+    variadic = (P.VAR_POSITIONAL, P.VAR_KEYWORD)
+    if old.default is not P.empty and new.default is P.empty and new.kind not in variadic:
+        out.append(Change(ChangeKind.PARAMETER_BECAME_REQUIRED, cls, name, pname))
+    elif old.default is P.empty and new.default is not P.empty and old.kind not in variadic:
+        out.append(Change(ChangeKind.PARAMETER_BECAME_OPTIONAL, cls, name, pname))
+    out.extend(_type_change(cls, name, pname, _annotation(old), _annotation(new)))
     return out
 
 

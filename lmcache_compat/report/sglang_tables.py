@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable
 
 from lmcache_compat.report.tables import _spans
 from lmcache_compat.sglang.decisions import plan
+from lmcache_compat.sglang.known.bind import PairJSON, default_mode
+from lmcache_compat.sglang.known.grid import Run, SglangGrid
 from lmcache_compat.upstream.matrix import ReleaseMatrix
-from lmcache_compat.upstream.sglang_bind import PairJSON, default_mode
-from lmcache_compat.upstream.sglang_grid import Run, SglangGrid
 
 __all__ = [
     "plugin_spans",

@@ -10,7 +10,15 @@ from packaging.version import Version
 
 from lmcache_compat.core.catalog import CATALOG
 from lmcache_compat.core.roles import Role
-from lmcache_compat.upstream.grid import ADAPTER_MODULE, ASPECTS, CONNECTOR_KEYS, Grid, VllmTier
+from lmcache_compat.upstream.grid import (
+    ADAPTER_MODULE,
+    ASPECTS,
+    CONNECTOR_KEYS,
+    MP_ASPECTS,
+    MP_CONNECTOR_KEYS,
+    Grid,
+    VllmTier,
+)
 from lmcache_compat.upstream.matrix import ReleaseMatrix, ReleaseRow
 
 __all__ = [
@@ -128,6 +136,34 @@ def connector_problems(tier: VllmTier, connector: str) -> list[str]:
     ]
 
 
+#: The MP connectors' names, as the grid's texts show them.
+MP_NAMES = {"vllm-mp": "vLLM's LMCacheMPConnector", "compat-mp": "LMCacheCompatMPConnector"}
+
+
+def mp_statuses(tier: VllmTier, connector: str) -> list[str]:
+    """``"<aspect> <status>: <releases>"`` for each aspect and non-ok status of one MP
+    connector over ``tier``'s MP releases (``n/a`` included: a release whose adapter needs a
+    running server to build), in :data:`MP_ASPECTS` order (``[]``: every cell ok)."""
+    ordered = sorted(tier.mp, key=Version)
+    found: dict[tuple[str, str], list[str]] = {}
+    for version in ordered:
+        run = tier.mp[version].connectors.get(connector)
+        for aspect, cell in run.cells.items() if run is not None else ():
+            if cell.status != "ok":
+                found.setdefault((aspect, cell.status), []).append(version)
+    keys = sorted(found, key=lambda k: (MP_ASPECTS.index(k[0]), k[1]))
+    return [
+        f"{aspect} {status}: {_spans(found[aspect, status], ordered)}" for aspect, status in keys
+    ]
+
+
+def mp_words(tier: VllmTier, connector: str) -> str:
+    if not tier.mp:
+        return "not measured"
+    statuses = mp_statuses(tier, connector)
+    return "; ".join(statuses) if statuses else "builds on every MP release"
+
+
 def importing_releases(tier: VllmTier) -> tuple[str, int, int]:
     """The releases whose vLLM adapter module imports beside ``tier``'s vLLM, as spans, with
     their number and the number measured."""
@@ -159,6 +195,14 @@ def grid_markdown(grid: Grid) -> str:
         "`LMCacheCompatConnector` | vLLM's connector tests (passed/run) |",
         "|---|---|---|---|---|",
     ]
+    mp_rows = [
+        "",
+        "MP connectors, built and bound over every MP release whose adapter imports (no server; "
+        "n/a: the release's adapter needs a running server to be built):",
+        "",
+        "| vLLM | MP releases | vLLM's `LMCacheMPConnector` | `LMCacheCompatMPConnector` |",
+        "|---|---|---|---|",
+    ]
     for tier in grid.tiers:
         spans, good, total = importing_releases(tier)
         cols = [
@@ -169,6 +213,12 @@ def grid_markdown(grid: Grid) -> str:
             f"| {tier.vllm} | {spans} ({good} of {total}) | {cols[0]} | {cols[1]} | "
             f"{unit_test_words(tier)} |"
         )
+        if tier.mp:
+            mp = _spans(tier.mp, sorted(tier.mp, key=Version))
+            words = " | ".join(mp_words(tier, key) for key in MP_CONNECTOR_KEYS)
+            mp_rows.append(f"| {tier.vllm} | {mp} | {words} |")
+    if len(mp_rows) > 5:
+        rows += mp_rows
     return "\n".join(rows) + "\n"
 
 
@@ -187,4 +237,7 @@ def grid_text(grid: Grid) -> str:
             lines.append(f"  {name}: {'no problem measured' if not problems else ''}".rstrip())
             lines += [f"    {p}" for p in problems]
         lines.append(f"  vLLM's connector tests: {unit_test_words(tier)}")
+        mp = _spans(tier.mp, sorted(tier.mp, key=Version)) or "none measured"
+        lines.append(f"  MP connectors (built and bound, no server) over {mp}:")
+        lines += [f"    {MP_NAMES[key]}: {mp_words(tier, key)}" for key in MP_CONNECTOR_KEYS]
     return "\n".join(lines) + "\n"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from lmcache_compat.distributions import clear_installed
 from lmcache_compat.upstream.resolve import clear_find_cache
-from lmcache_compat.versions import installed_distribution_version
 
 
 def install_dist(site: Path, name: str, version: str) -> None:
@@ -26,8 +26,8 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     root.mkdir()
     monkeypatch.syspath_prepend(str(root))
     importlib.invalidate_caches()
-    installed_distribution_version.cache_clear()
+    clear_installed()
     clear_find_cache()
     yield root
-    installed_distribution_version.cache_clear()
+    clear_installed()
     clear_find_cache()

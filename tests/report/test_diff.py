@@ -41,3 +41,23 @@ def test_a_class_really_gone_is_still_removed(tmp_path: Path) -> None:
     new = _view(tmp_path / "new", {V1: "Y = 2\n", ENGINE: ENGINE_0_3_10_POST2})
     kinds = {c.kind for c in diff_releases(old, new).changes}
     assert ChangeKind.CLASS_REMOVED in kinds and ChangeKind.CAPABILITY_REMOVED in kinds
+
+
+def test_widening_to_object_or_any_is_not_breaking() -> None:
+    """``Any -> object`` (LMCache 0.5.3 -> 0.5.4, a class's ``last_node``) and ``int -> Any``
+    both accept every value the old annotation did: widened, not breaking. Narrowing back is
+    breaking."""
+    from lmcache_compat.core.annotations import widens
+    from lmcache_compat.upstream.matrix import load_matrix
+
+    matrix = load_matrix()
+    shipped = diff_releases(
+        ReleaseView.from_row(matrix.row("0.5.3")), ReleaseView.from_row(matrix.row("0.5.4"))
+    )
+    typed = [c for c in shipped.changes if c.before == "Any" and c.after == "object"]
+    assert typed and all(c.kind is ChangeKind.PARAMETER_TYPE_WIDENED for c in typed)
+    assert not any(c.breaking for c in typed)
+    for old, new in (("Any", "object"), ("int", "Any"), ("bytes", "typing.Any"), ("int", "object")):
+        assert widens(old, new), (old, new)
+    for old, new in (("object", "int"), ("Any", "int"), ("list[int]", "list[object]")):
+        assert not widens(old, new), (old, new)

@@ -40,7 +40,7 @@ def test_select_refuses(spec: str, message: str) -> None:
 def test_distinct_covers_every_surface_once(role: str) -> None:
     """Every release's surface of the role equals the surface of the distinct release that
     starts its run, and consecutive distinct releases differ."""
-    from lmcache_compat.report.releases import _role_classes, _surface
+    from lmcache_compat.upstream.release_query import _role_classes, _surface
 
     classes = _role_classes()[role]
     found = distinct(role)

@@ -2,9 +2,9 @@
 installed LMCache, and what the lmcache-compat backend would do, read from the installed files
 of both (nothing is imported).
 
-The installed sglang is read with :func:`~lmcache_compat.upstream.sglang_reader.read_sglang`
+The installed sglang is read with :func:`~lmcache_compat.sglang.known.reader.read_sglang`
 (the reader that produced the shipped sglang grid) and bound against a scan of the installed
-LMCache with :func:`~lmcache_compat.upstream.sglang_bind.bind_pair` (the same binding): for an
+LMCache with :func:`~lmcache_compat.sglang.known.bind.bind_pair` (the same binding): for an
 sglang release of the grid the verdict is the grid's. The fix names the lmcache-compat plugin
 where it serves the pair (:func:`~lmcache_compat.sglang.decisions.plan`), else the LMCache releases
 sglang's own integration works with (the same binding over every release of the matrix).
@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from lmcache_compat.errors import LMCacheCompatError
-from lmcache_compat.report.tables import _spans
-from lmcache_compat.sglang.decisions import plan
 from lmcache_compat.sglang.plugin import BACKEND_NAME
 from lmcache_compat.upstream.known_issues import Fix, Issue, other, overall
-from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
-from lmcache_compat.upstream.sglang_bind import ModeJSON, PairVerdict, bind_pair, default_mode
-from lmcache_compat.upstream.sglang_reader import SglangFacts, read_sglang
 
 if TYPE_CHECKING:
+    from lmcache_compat.sglang.known.bind import ModeJSON, PairVerdict
+    from lmcache_compat.sglang.known.reader import SglangFacts
+    from lmcache_compat.upstream.matrix import ReleaseRow
     from lmcache_compat.upstream.scanner import ScanResult
 
 __all__ = ["SglangCheck", "SglangJSON", "sglang_check"]
@@ -86,6 +84,8 @@ class SglangCheck:
 
 
 def _row(lmcache: str, result: ScanResult) -> ReleaseRow:
+    from lmcache_compat.upstream.matrix import ReleaseRow  # lazy: only with sglang installed
+
     data: dict[str, Any] = {"version": lmcache, "artifact": "", "sha256": ""}
     data.update(result.to_json())
     return ReleaseRow.from_json(data)
@@ -93,6 +93,10 @@ def _row(lmcache: str, result: ScanResult) -> ReleaseRow:
 
 def works_with(facts: SglangFacts) -> str:
     """The LMCache releases of the matrix sglang's own integration works with, as spans."""
+    from lmcache_compat.report.tables import _spans  # lazy: only with sglang installed
+    from lmcache_compat.sglang.known.bind import bind_pair  # lazy: as above
+    from lmcache_compat.upstream.matrix import load_matrix  # lazy: as above
+
     matrix = load_matrix()
     good = [r.version for r in matrix.rows if bind_pair(facts, r).status == "works"]
     return _spans(good, matrix.versions) or "none"
@@ -104,6 +108,10 @@ def sglang_check(
     """The sglang part of ``doctor`` (``None``: sglang is not installed)."""
     if sglang is None:
         return None
+    from lmcache_compat.sglang.decisions import plan  # lazy: only with sglang installed
+    from lmcache_compat.sglang.known.bind import bind_pair, default_mode  # lazy: as above
+    from lmcache_compat.sglang.known.reader import read_sglang  # lazy: as above
+
     try:
         facts = read_sglang()
     except LMCacheCompatError as exc:

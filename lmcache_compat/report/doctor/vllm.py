@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 
+from lmcache_compat.distributions import installed_package
 from lmcache_compat.errors import (
     AmbiguousLocationError,
     LMCacheCompatError,
     LMCacheVersionError,
     ScanError,
 )
-from lmcache_compat.report.doctor_json import EngineSourceJSON, ImportCheckJSON
+from lmcache_compat.report.doctor.schema import EngineSourceJSON, ImportCheckJSON
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.modules import parse_source
 from lmcache_compat.scan.sources import package_root, read_regular_file
@@ -87,10 +86,10 @@ def vllm_import_check(
     if imported is None:
         return {"checked": False}, None
     missing = []
+    lmcache = installed_package(loc.LMCACHE)
     for dotted in imported:
-        try:
-            path = Path(str(metadata.distribution("lmcache").locate_file(loc.module_file(dotted))))
-        except metadata.PackageNotFoundError:
+        path = lmcache.locate(loc.module_file(dotted))
+        if path is None:
             return {"checked": False}, None
         if not path.is_file():
             missing.append(dotted)
@@ -180,10 +179,8 @@ def engine_sources(
             entry["reason"] = "several modules define a matching class; none was chosen"
         out.append(entry)
     if vllm_raw is not None:
-        try:
-            native = loc.NATIVE_CONNECTOR_IMPL.files[0]
-            path = Path(str(metadata.distribution("vllm").locate_file(native)))
-        except metadata.PackageNotFoundError:
+        path = installed_package(loc.VLLM).locate(loc.NATIVE_CONNECTOR_IMPL.files[0])
+        if path is None:
             return out
         vendored: EngineSourceJSON = {
             "source": "vLLM's vendored copy (use_native=True)",

