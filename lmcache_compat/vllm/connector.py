@@ -50,6 +50,11 @@ from lmcache_compat.vllm.decisions import (
 from lmcache_compat.vllm.events import CompatKVEvents, events_factory, shared_collector
 from lmcache_compat.vllm.facts import VllmFacts, vllm_facts
 from lmcache_compat.vllm.plugin import CONNECTOR_NAME
+from lmcache_compat.vllm.shutdown import (
+    bound_socket_files,
+    remove_socket_files,
+    stop_offload_threads,
+)
 from lmcache_compat.vllm.startup_config import log_startup_check, wants_config_check
 
 __all__ = ["LMCacheCompatConnector"]
@@ -123,9 +128,14 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
         # Per-step fast path: vLLM's call lands on the plan's callable itself (no forwarding
         # frame); a method a subclass overrides keeps the subclass's version.
         cls, shadows = type(self), self.__dict__
+        for name in shadows.pop("_bound_calls", ()):  # attached again: no old engine's call stays
+            shadows.pop(name, None)
+        bound = []
         for name, call in plan.calls.items():
             if getattr(cls, name, None) is getattr(LMCacheCompatConnector, name, None):
                 shadows[name] = call
+                bound.append(name)
+        self._bound_calls = tuple(bound)
         if plan.warnings:
             source = (
                 f"LMCache {binding.lmcache_version or 'unknown'}"
@@ -190,7 +200,18 @@ class LMCacheCompatConnector(KVConnectorBase_V1):  # type: ignore[misc]
             return
         self._shut_down = True
         self._kv_cache_events = None
+        # LMCache's offload server closes its socket under its own reading thread (see
+        # lmcache_compat.vllm.shutdown): its thread is stopped first, decided from its code.
+        files = bound_socket_files(self._lmcache_engine)
+        stopped = stop_offload_threads(self._lmcache_engine)
+        logger.info(
+            "%s: shutdown() reached (LMCache %s)%s",
+            CONNECTOR_NAME,
+            self.compat_adapter.lmcache_version or "unknown",
+            f"; {', '.join(stopped)} before LMCache's close" if stopped else "",
+        )
         self.compat_adapter.shutdown()
+        remove_socket_files(files)
 
     # --- scheduler side ------------------------------------------------------------------------
 

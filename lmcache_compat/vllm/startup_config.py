@@ -75,7 +75,7 @@ def startup_check(
 ) -> StartupCheck:
     """The check's log record (never raises: a configuration LMCache cannot read is LMCache's
     own error to raise, at its own time)."""
-    from lmcache_compat.config.yamlread import EXTRA_HINT  # lazy: start-up only
+    from lmcache_compat.config.yamlread import extra_hint  # lazy: start-up only
 
     if yaml_installed is None:
         yaml_installed = importlib.util.find_spec("yaml") is not None
@@ -84,10 +84,10 @@ def startup_check(
             logging.INFO,
             (
                 f"{CONNECTOR_NAME}: skipped checking the LMCache configuration: PyYAML is not "
-                f"installed (HINT: {EXTRA_HINT})",
+                f"installed (HINT: {extra_hint()})",
             ),
         )
-    from lmcache_compat.config.envcheck import check_active  # lazy: start-up only
+    from lmcache_compat.config.check import check_active  # lazy: start-up only
     from lmcache_compat.config.schema import schema_for  # lazy: start-up only
 
     try:

@@ -16,14 +16,18 @@ import pytest
 
 STUB = Path(__file__).resolve().parent / "stub"
 #: Modules that read the installed vLLM or LMCache when imported.
-_READS_UPSTREAM = ("lmcache_compat.vllm.connector", "lmcache_compat.vllm.events")
+_READS_UPSTREAM = (
+    "lmcache_compat.vllm.connector",
+    "lmcache_compat.vllm.events",
+    "lmcache_compat.vllm.mp_connector",
+)
 
 
 def _forget() -> None:
     from lmcache_compat import vllm as package
     from lmcache_compat.core.probes import clear_probe_cache
+    from lmcache_compat.distributions import clear_installed
     from lmcache_compat.upstream.resolve import clear_find_cache
-    from lmcache_compat.versions import installed_distribution_version
     from lmcache_compat.vllm import decisions, facts
 
     for name in list(sys.modules):
@@ -33,7 +37,7 @@ def _forget() -> None:
         package.__dict__.pop(name, None)
     facts.vllm_facts.cache_clear()
     decisions.engine_has_sleep_hooks.cache_clear()
-    installed_distribution_version.cache_clear()
+    clear_installed()
     clear_find_cache()
     clear_probe_cache()
     importlib.invalidate_caches()

@@ -143,6 +143,38 @@ def test_sleep_mode_is_answered_from_the_installed_files(stub: ModuleType) -> No
     assert LMCacheCompatConnector.supports_sleep_mode(_config().kv_transfer_config) is False
 
 
+def test_attaching_again_replaces_every_hook_of_the_previous_engine(stub: ModuleType) -> None:
+    """A second ``attach`` leaves no call bound to the first engine: the sleep-mode hooks the
+    first engine had and the second lacks fall back to vLLM's default, never the old engine."""
+    from lmcache.integration.vllm.vllm_v1_adapter import LMCacheConnectorV1Impl
+
+    connector = _build(stub)
+
+    class Sleeper(LMCacheConnectorV1Impl):  # type: ignore[misc]
+        def unregister_kv_caches(self) -> None:
+            self._call("unregister_kv_caches")
+
+        def restore_kv_caches(self) -> None:
+            self._call("restore_kv_caches")
+
+    first = Sleeper(None, None, connector)
+    connector.attach(first, strict=True)
+    assert vars(connector)["unregister_kv_caches"] == first.unregister_kv_caches
+    connector.unregister_kv_caches()
+    assert first.calls[-1] == ("unregister_kv_caches", ())
+    second = LMCacheConnectorV1Impl(None, None, connector)
+    connector.attach(second, strict=True)
+    assert "unregister_kv_caches" not in vars(connector)
+    assert "restore_kv_caches" not in vars(connector)
+    before = list(first.calls)
+    connector.unregister_kv_caches()  # vLLM's default: a no-op
+    connector.restore_kv_caches()
+    connector.wait_for_save()
+    assert first.calls == before  # nothing reaches the old engine any more
+    assert second.calls[-1] == ("wait_for_save", ())
+    assert vars(connector)["wait_for_save"] == second.wait_for_save
+
+
 def test_use_native_says_why_it_cannot_be_built(stub: ModuleType) -> None:
     with pytest.raises(ImportError, match="use_native=True needs vLLM's vendored copy"):
         _build(stub, use_native=True)

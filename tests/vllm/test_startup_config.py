@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import lmcache_compat.config.schema as schema_mod
+from lmcache_compat.installation import install_hint
 from lmcache_compat.vllm import startup_config as sc
 
 
@@ -39,7 +40,7 @@ def test_without_pyyaml_it_says_it_skipped_the_check() -> None:
     assert record.level == logging.INFO
     assert record.lines == (
         "LMCacheCompatConnector: skipped checking the LMCache configuration: PyYAML is not "
-        "installed (HINT: pip install 'lmcache-compat[config]')",
+        f"installed (HINT: {install_hint('config')})",
     )
 
 
@@ -64,9 +65,18 @@ def test_a_clean_configuration_is_one_info_line(installed_0_5_6: None) -> None:
     )
 
 
-def test_an_unreadable_file_is_a_warning_not_an_error(installed_0_5_6: None) -> None:
-    record = sc.startup_check({"LMCACHE_CONFIG_FILE": "/nonexistent.yaml"}, yaml_installed=True)
+def test_an_unreadable_file_is_a_warning_not_an_error(
+    installed_0_5_6: None, tmp_path: Path
+) -> None:
+    record = sc.startup_check({"LMCACHE_CONFIG_FILE": str(tmp_path)}, yaml_installed=True)
     assert record.level == logging.WARNING and "could not check" in record.lines[0]
+
+
+def test_a_missing_file_is_a_finding(installed_0_5_6: None) -> None:
+    """LMCache's from_file fails on it at start-up: said as a finding, never "could not check"."""
+    record = sc.startup_check({"LMCACHE_CONFIG_FILE": "/nonexistent.yaml"}, yaml_installed=True)
+    assert record.level == logging.WARNING and "would ignore 1" in record.lines[0]
+    assert "does not exist" in record.lines[1] and "FileNotFoundError" in record.lines[1]
 
 
 def test_logged_once_per_process(installed_0_5_6: None, caplog: pytest.LogCaptureFixture) -> None:

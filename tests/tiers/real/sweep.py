@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.support.paths import TIERS
+from tools.paths import TIERS
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -41,8 +41,8 @@ def quiet_env(tmp: Path) -> dict[str, str]:
 
 def release_dir(version: str, dest: Path) -> Path:
     """Where :func:`install` puts (or finds) LMCache ``version``: the grid tier's shared
-    ``$LMCACHE_GRID_RELEASES/VERSION`` when it holds the release, else ``dest/VERSION``."""
-    shared = os.environ.get("LMCACHE_GRID_RELEASES")
+    ``$LMCACHE_COMPAT_GRID_RELEASES/VERSION`` when it holds the release, else ``dest/VERSION``."""
+    shared = os.environ.get("LMCACHE_COMPAT_GRID_RELEASES")
     if shared and (Path(shared) / version / "lmcache").is_dir():
         return Path(shared) / version
     return dest / version

@@ -3,8 +3,8 @@
 and the loader model as the ``releases`` tier does for the others
 (``tests/tiers/release/test_config_loaders.py``, ``tests/support/config_probes.py``).
 
-Runs in ``grid-vllm0.32.0`` (tox.ini sets ``LMCACHE_CONFIG_LOADERS``); the wheel releases come
-from the grid tier's ``--target`` installs, 0.3.0 from its sdist's sources (sha256 checked).
+Runs in ``grid-vllm0.32.0`` (tox.ini sets ``LMCACHE_COMPAT_CONFIG_LOADERS``); the wheel releases
+come from the grid tier's ``--target`` installs, 0.3.0 from its sdist's sources (sha256 checked).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from tests.tiers.release.fetch_sdist import main as fetch_sdist
 pytestmark = [
     pytest.mark.real,
     pytest.mark.skipif(
-        not os.environ.get("LMCACHE_CONFIG_LOADERS"),
-        reason="runs in grid-vllm0.32.0 (tox.ini sets LMCACHE_CONFIG_LOADERS)",
+        not os.environ.get("LMCACHE_COMPAT_CONFIG_LOADERS"),
+        reason="runs in grid-vllm0.32.0 (tox.ini sets LMCACHE_COMPAT_CONFIG_LOADERS)",
     ),
 ]
 

@@ -23,8 +23,8 @@ import pytest
 from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import scan
-from tests.support.paths import TIERS
 from tests.tiers.real.sweep import module_facts, present_modules, release_dir, sweep
+from tools.paths import TIERS
 
 pytestmark = pytest.mark.real
 

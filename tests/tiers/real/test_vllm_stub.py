@@ -102,3 +102,24 @@ def test_the_factory(vllm_version: str) -> None:
         got = [p[0] for p in _shape(getattr(stub.KVConnectorFactory, name))]
         want = [p[0] for p in _shape(getattr(KVConnectorFactory, name))]
         assert got == want, name
+
+
+def test_the_mp_connector_stand_ins(vllm_version: str) -> None:
+    """The fields of ``CachedRequestData`` the MP connector reads exist in the real class, and
+    the stand-in in-tree MP connector reads a subset of the real one's keys, with its
+    defaults (``lmcache_compat.vllm.mp_plan.reference_keys`` on both sources)."""
+    from vllm.v1.core.sched import output as real
+
+    from lmcache_compat.upstream import locations as loc
+    from lmcache_compat.vllm.mp_plan import reference_keys
+
+    stub = _load_stub("vllm.v1.core.sched.output")
+    real_fields = {f.name for f in dataclasses.fields(real.CachedRequestData)}
+    assert {f.name for f in dataclasses.fields(stub.CachedRequestData)} <= real_fields
+    module = loc.VLLM_LMCACHE_MP_CONNECTOR.modules[0]
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    real_keys = reference_keys(Path(spec.origin).read_text())
+    stub_path = STUB.joinpath(*module.split(".")).with_suffix(".py")
+    stub_keys = reference_keys(stub_path.read_text())
+    assert stub_keys.items() <= real_keys.items()

@@ -1,5 +1,5 @@
 """A stand-in for LMCache 0.5.6's ``LMCacheConnectorV1Impl``: exactly its public surface
-(tests/vllm/test_stub.py checks it against the shipped matrix row, which the releases tier
+(tests/vllm/test_connector.py checks it against the shipped matrix row, which the releases tier
 checks against the real wheel), with behaviour reduced to what the connector observes: calls
 recorded, failed blocks drained, events handed out once. Written for these tests."""
 
