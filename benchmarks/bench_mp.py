@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lmcache_compat import EngineAdapter, MPSchedulerAdapter, MPWorkerAdapter
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.generated_fakes import fake_module, instantiate
+from tools.generated_fakes import fake_module, instantiate
 
 
 class Quiet:

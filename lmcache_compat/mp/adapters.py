@@ -28,6 +28,14 @@ from lmcache_compat.core.signatures import init_facts
 from lmcache_compat.core.tokens import Pack, TokenParameter, token_parameter
 from lmcache_compat.errors import NotAnEngineError, UpstreamNotFoundError
 from lmcache_compat.mp.config import SERVERS, MPConfig, mp_init_call
+from lmcache_compat.mp.retrieves import (
+    RetrieveLedger,
+    RetrieveRecords,
+    read_records,
+    tracked_batched,
+    tracked_finished,
+    tracked_submit,
+)
 from lmcache_compat.mp.scheduler_calls import (
     check_lookup_result_call,
     free_lookup_locks_call,
@@ -265,6 +273,14 @@ class MPWorkerAdapter(_MPAdapter):
     release's codec from 0.5.7rc2); ``get_finished``, ``num_blocks_per_chunk`` and ``shutdown``
     are the release's own. ``load_store_op=``: the ``LoadStoreOp`` class, when it is not in the
     adapter's module.
+
+    Failed retrieves fail closed on every release (:mod:`lmcache_compat.mp.retrieves`): a
+    retrieve whose future resolves False, returns a partial result, raises, or is drained while
+    the server is unhealthy puts exactly its op's block ids into
+    ``get_block_ids_with_load_errors()``, on the ``get_finished`` pass that reports the request
+    finished, once (0.3.13 ... 0.4.1, which lack the method, get ours). How the release keeps its
+    retrieve results is read from its source at construction (``retrieve_records=``: say it
+    instead); where it cannot be read the constructor refuses.
     """
 
     role = MP_WORKER
@@ -284,6 +300,9 @@ class MPWorkerAdapter(_MPAdapter):
     get_finished_with_lazy_offload: Callable[[], tuple[set[str] | None, set[str] | None]]
     get_kv_events: Callable[[], list[Any]]
     get_failed_request_ids: Callable[[], set[str]]
+    #: The failed-retrieve tracker (:mod:`lmcache_compat.mp.retrieves`); ``None`` over an
+    #: object that keeps no futures (the public fakes).
+    retrieve_ledger: RetrieveLedger | None
 
     def __init__(
         self,
@@ -293,6 +312,7 @@ class MPWorkerAdapter(_MPAdapter):
         strict: bool = False,
         allow: Iterable[str] | str | bool = (),
         load_store_op: type | None = None,
+        retrieve_records: RetrieveRecords | None = None,
     ) -> None:
         binding = self._bind(
             target,
@@ -324,6 +344,24 @@ class MPWorkerAdapter(_MPAdapter):
                     binding.downgrades(method),
                     batched=batched,
                 ),
+            )
+        records = retrieve_records or read_records(binding.target_cls, self.lmcache_version)
+        self.retrieve_ledger = None
+        if records is not None:
+            has_errors = Capability.MP_LOAD_ERROR_REPORTING in self.capabilities
+            ledger = RetrieveLedger(engine, records, release_reports_drops=has_errors)
+            self.retrieve_ledger = ledger
+            self.submit_retrieve_request = tracked_submit(self.submit_retrieve_request, ledger)
+            self.batched_submit_retrieve_requests = tracked_batched(
+                self.batched_submit_retrieve_requests, ledger
+            )
+            self.get_finished = tracked_finished(self.get_finished, ledger)
+            if Capability.MP_LAZY_OFFLOAD in self.capabilities:
+                self.get_finished_with_lazy_offload = tracked_finished(
+                    self.get_finished_with_lazy_offload, ledger
+                )
+            self.get_block_ids_with_load_errors = ledger.load_errors(
+                engine.get_block_ids_with_load_errors if has_errors else None
             )
         op_cls = load_store_op
         if op_cls is None:

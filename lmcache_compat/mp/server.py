@@ -3,8 +3,11 @@
 The MP server's ZMQ protocol has no request that returns the server's release (a client of
 another release is not told; a request it cannot decode is simply never answered). The server's
 HTTP front end (the MP server run with its HTTP API on ``--http-port``) serves ``GET
-/lmc_version``, a JSON string, in the releases that have that route; earlier front ends answer
-404, and then the release cannot be learned.
+/lmc_version``, a JSON string, in the releases that have that route (0.4.5 on); earlier front
+ends answer 404, and then the release cannot be learned. A reply is read under the reader
+contract (:mod:`lmcache_compat.inputs`): only a PEP 440 version of at most
+:data:`RELEASE_CHARS` characters counts; anything else is "not an LMCache MP front end"
+(:class:`~lmcache_compat.errors.NotAFrontEndError`), shown escaped.
 
 Used by :meth:`MPSchedulerAdapter.create <lmcache_compat.mp.MPSchedulerAdapter.create>` /
 ``MPWorkerAdapter.create`` when ``MPConfig.http_urls`` names the front ends (a mismatch raises
@@ -18,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import http.client
-import json
 import socket
 import threading
 import time
@@ -28,18 +30,28 @@ from dataclasses import dataclass
 from http.client import HTTPException
 from typing import Any
 
-from lmcache_compat.errors import LMCacheVersionError, MPServerError, MPVersionMismatchError
+from lmcache_compat.errors import (
+    LMCacheVersionError,
+    MPServerError,
+    MPServerURLError,
+    MPVersionMismatchError,
+    NotAFrontEndError,
+)
+from lmcache_compat.inputs import load_json, shown
 from lmcache_compat.versions import parse_version, version_or_none
 
 __all__ = [
     "HTTP_TIMEOUT",
+    "RELEASE_CHARS",
     "ROUTE",
     "ServerRelease",
     "check_server_releases",
+    "check_url",
     "describe_servers",
     "fetch_release",
     "lookup_failure",
     "mismatch_error",
+    "release_of_reply",
     "same_release",
     "server_release",
 ]
@@ -49,6 +61,9 @@ ROUTE = "/lmc_version"
 #: Seconds one exchange with a front end may take in total; it answers from memory.
 HTTP_TIMEOUT = 2.0
 _MAX_BODY = 4096
+#: The longest release string a front end's reply may name (real ones: ``0.5.7rc2``).
+RELEASE_CHARS = 64
+_MAX_URL = 2048
 _SCHEMES = ("http://", "https://")
 _WIRE = (
     "different LMCache releases may not share a wire format: a server that cannot decode a "
@@ -56,13 +71,71 @@ _WIRE = (
 )
 
 
-def _route_url(http_url: str) -> str:
+def check_url(http_url: object) -> str:
+    """``http_url`` if it is the ``http(s)://HOST[:PORT]`` of a front end, else
+    :class:`MPServerURLError` (a usage error: nothing is asked)."""
+    hint = (
+        "is not the http:// URL of an LMCache MP server's HTTP front end (e.g. "
+        "http://127.0.0.1:8080, the server's --http-host/--http-port)"
+    )
     if not isinstance(http_url, str) or not http_url.startswith(_SCHEMES):
-        raise MPServerError(
-            f"{http_url!r} is not the http:// URL of an LMCache MP server's HTTP front end "
-            "(e.g. http://127.0.0.1:8080, the server's --http-host/--http-port)"
-        )
-    return http_url.rstrip("/") + ROUTE
+        raise MPServerURLError(f"'{shown(str(http_url), 100)}' {hint}")
+    if len(http_url) > _MAX_URL or any(c.isspace() or not c.isprintable() for c in http_url):
+        raise MPServerURLError(f"'{shown(http_url, 100)}' {hint}")
+    try:
+        parts = urllib.parse.urlsplit(http_url)
+        port = parts.port  # ValueError: not a number, or not 0 ... 65535
+    except ValueError as exc:
+        raise MPServerURLError(f"'{shown(http_url, 100)}' {hint} ({exc})") from None
+    if not parts.hostname or port == 0:
+        raise MPServerURLError(f"'{shown(http_url, 100)}' {hint} (no host, or port 0)")
+    return http_url
+
+
+def _route_url(http_url: str) -> str:
+    return check_url(http_url).rstrip("/") + ROUTE
+
+
+def release_of_reply(body: bytes, http_url: str) -> str | None:
+    """The release an ``/lmc_version`` reply names, or :class:`NotAFrontEndError`.
+
+    Every release from 0.4.5 on answers a JSON string (``"0.5.6"``; the mp-servers tier reads
+    each one's raw reply); plain text (``0.5.6``) is taken too. An LMCache run from a source
+    checkout answers ``""`` (its ``utils.VERSION`` is empty without ``lmcache/_version.py``):
+    ``None``, a front end that does not know its release. Anything else (binary, an HTML
+    page, a truncated or deeply nested body, terminal escape sequences, a version longer than
+    :data:`RELEASE_CHARS`) is not an LMCache MP front end, and the message shows it escaped."""
+    try:
+        text = body.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        text = body.decode("utf-8", "replace").strip()
+        raise _not_front_end(http_url, text, "not UTF-8 text") from None
+    value: object = text
+    if text.startswith('"'):
+        try:
+            value = load_json(text, f"{http_url}{ROUTE}", NotAFrontEndError)
+        except NotAFrontEndError:
+            raise _not_front_end(http_url, text, "not a JSON string") from None
+    if not isinstance(value, str):
+        raise _not_front_end(http_url, text, "not a string")
+    if value == "" and text.startswith('"'):
+        return None  # a source checkout's front end: it does not know its release
+    value = value.strip()
+    if not value or len(value) > RELEASE_CHARS:
+        raise _not_front_end(http_url, text, f"not a release of 1 to {RELEASE_CHARS} characters")
+    try:
+        parse_version(value)
+    except LMCacheVersionError:
+        raise _not_front_end(http_url, text, "not a PEP 440 version") from None
+    return value
+
+
+def _not_front_end(http_url: str, text: str, why: str) -> NotAFrontEndError:
+    return NotAFrontEndError(
+        f"{http_url} is not an LMCache MP front end: GET {ROUTE} answered '{shown(text, 80)}' "
+        f"({why}; an LMCache MP server's HTTP front end answers its release as a JSON "
+        "string)"
+    )
 
 
 class _Deadline(Exception):
@@ -110,11 +183,12 @@ def _get(url: str, timeout: float) -> tuple[int, bytes]:
 
 def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None:
     """The LMCache release the server behind ``http_url`` reports, or ``None`` when its front end
-    has no such route (404) or reports no version (an empty string).
+    has no such route (404: a release before 0.4.5) or does not know its release (``""``).
 
-    Raises :class:`MPServerError` when the front end cannot be reached, or does not complete
-    the exchange, within ``timeout`` seconds in total, or answers something that is not a
-    release string.
+    Raises :class:`MPServerURLError` for a URL that is not a front end's
+    (``http://HOST:PORT``), :class:`NotAFrontEndError` when the answer is not a release string
+    (:func:`release_of_reply`), and :class:`MPServerError` when the front end cannot be
+    reached, or does not complete the exchange, within ``timeout`` seconds in total.
     """
 
     url = _route_url(http_url)
@@ -144,15 +218,11 @@ def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None
             f"{status}; its release cannot be read"
         )
     if len(body) > _MAX_BODY:
-        raise MPServerError(f"{url} answered more than {_MAX_BODY} bytes: not a release string")
-    try:
-        value = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        value = body.decode("utf-8", "replace").strip()
-    if not isinstance(value, str):
-        raise MPServerError(f"{url} answered {value!r}, not a release string")
-    value = value.strip()
-    return value or None
+        raise NotAFrontEndError(
+            f"{http_url} is not an LMCache MP front end: GET {ROUTE} answered more than "
+            f"{_MAX_BODY} bytes, not a release string"
+        )
+    return release_of_reply(body, http_url)
 
 
 def same_release(a: str, b: str) -> bool:

@@ -7,7 +7,10 @@ Configure it like vLLM's own ``LMCacheConnectorV1``::
                            "kv_role": "kv_both"}'
 
 or leave out ``kv_connector_module_path``: the ``vllm.general_plugins`` entry point
-(:func:`~lmcache_compat.vllm.plugin.register`) registers the name.
+(:func:`~lmcache_compat.vllm.plugin.register`) registers the name. For LMCache's
+multi-process mode, ``"kv_connector": "LMCacheCompatMPConnector"`` replaces vLLM's
+``LMCacheMPConnector`` with the same ``kv_connector_extra_config``
+(:mod:`~lmcache_compat.vllm.mp_connector`).
 
 The package's parts: :mod:`~lmcache_compat.vllm.decisions` (what to bind and convert, given the
 adapter's facts and :class:`~lmcache_compat.vllm.facts.VllmFacts`; imports no vLLM),
@@ -24,18 +27,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from lmcache_compat._lazy import lazy_names
-from lmcache_compat.vllm.plugin import CONNECTOR_NAME, register
+from lmcache_compat.vllm.plugin import CONNECTOR_NAME, MP_CONNECTOR_NAME, register
 
 if TYPE_CHECKING:
     from lmcache_compat.vllm.connector import LMCacheCompatConnector
     from lmcache_compat.vllm.events import CompatKVEvents
     from lmcache_compat.vllm.facts import VllmFacts
+    from lmcache_compat.vllm.mp_connector import LMCacheCompatMPConnector
 
-__all__ = ["CONNECTOR_NAME", "CompatKVEvents", "LMCacheCompatConnector", "VllmFacts", "register"]
+__all__ = [
+    "CONNECTOR_NAME",
+    "MP_CONNECTOR_NAME",
+    "CompatKVEvents",
+    "LMCacheCompatConnector",
+    "LMCacheCompatMPConnector",
+    "VllmFacts",
+    "register",
+]
 
 #: Public name -> the module that defines it (imported on first use: it imports vLLM).
 _LAZY = {
     "LMCacheCompatConnector": "lmcache_compat.vllm.connector",
+    "LMCacheCompatMPConnector": "lmcache_compat.vllm.mp_connector",
     "CompatKVEvents": "lmcache_compat.vllm.events",
     "VllmFacts": "lmcache_compat.vllm.facts",
 }

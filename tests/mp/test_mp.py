@@ -23,8 +23,8 @@ from lmcache_compat.mp import mp_init_kwargs
 from lmcache_compat.testing.fakes import set_result
 from lmcache_compat.testing.faults import fail_loads
 from lmcache_compat.upstream.matrix import ReleaseRow, load_matrix
-from tests.support.generated_fakes import GeneratedEngine, fake_module, instantiate
 from tests.support.strategies import mp_configs
+from tools.generated_fakes import GeneratedEngine, fake_module, instantiate
 
 MATRIX = load_matrix()
 MP_ROWS = [r for r in MATRIX.rows if MP_SCHEDULER.name in r.surfaces]

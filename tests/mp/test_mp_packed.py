@@ -18,7 +18,7 @@ from lmcache_compat.mp import mp_init_kwargs
 # installed here)
 from lmcache_compat.testing.fakes import pack_tokens as pack_token_ids  # noqa: F401
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.generated_fakes import GeneratedEngine, fake_module, instantiate
+from tools.generated_fakes import GeneratedEngine, fake_module, instantiate
 
 MATRIX = load_matrix()
 PACKED = "0.5.7rc2"

@@ -25,9 +25,9 @@ from lmcache_compat.mp.server import (
     same_release,
     server_release,
 )
-from lmcache_compat.report.doctor_text import format_mp_servers
+from lmcache_compat.report.doctor.text import format_mp_servers
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.generated_fakes import fake_module, instantiate
+from tools.generated_fakes import fake_module, instantiate
 
 MATRIX = load_matrix()
 MP_VERSIONS = [r.version for r in MATRIX.rows if r.has(Capability.MP_ADAPTERS)]
@@ -188,7 +188,7 @@ def test_fetch_release(front: FrontEnd) -> None:
     front.routes[ROUTE] = (200, b"0.5.6\n")  # not JSON: the text
     assert fetch_release(front.url) == "0.5.6"
     for status, body, match in (
-        (200, b'{"version": "0.5.6"}', "not a release string"),
+        (200, b'{"version": "0.5.6"}', "not an LMCache MP front end"),
         (200, b"x" * 5000, "more than"),
         (500, b"oops", "HTTP 500"),
     ):

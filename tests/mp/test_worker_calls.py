@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from lmcache_compat import MPWorkerAdapter
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.support.generated_fakes import fake_module, instantiate
+from tools.generated_fakes import fake_module, instantiate
 
 NEWEST = load_matrix().newest
 

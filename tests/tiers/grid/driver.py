@@ -16,7 +16,9 @@ a. every module that defines a class of the release's static scan
    module_facts``);
 b. for the seed-scenario releases (:data:`PAIRS`), both connectors over the pair
    (:mod:`tests.tiers.grid.scenario`, whose docstring lists what is real and what is injected),
-   including, for releases without ``register_kv_caches``, the KV-cache hand-over check.
+   including, for releases without ``register_kv_caches``, the KV-cache hand-over check;
+c. for every release whose MP adapter module imports here, both MP connectors built and bound
+   (:mod:`tests.tiers.grid.mp_scenario`).
 
 A child that crashes or times out is recorded as such (what it had saved up to then stays).
 REPORT_JSON gets every child's report plus what the parent read about vLLM.
@@ -43,6 +45,8 @@ EXTRA_PAIRS: dict[str, tuple[str, ...]] = {"0.11.0": ("0.3.7",)}
 IMPORT_TIMEOUT = float(os.environ.get("LMCACHE_GRID_IMPORT_TIMEOUT", "180"))
 PAIR_TIMEOUT = float(os.environ.get("LMCACHE_GRID_PAIR_TIMEOUT", "600"))
 PARALLEL = 2
+#: The module of the release's MP adapters (short name, as the imports record it).
+MP_ADAPTER_MODULE = "vllm_multi_process_adapter"
 
 #: What the parent imports before forking (every vLLM module the children use).
 HEAVY_MODULES = (
@@ -87,11 +91,11 @@ def warm_up(work: Path) -> None:
 def _use_release(target: Path) -> None:
     sys.path.insert(0, str(target))
     importlib.invalidate_caches()
+    from lmcache_compat.distributions import clear_installed
     from lmcache_compat.upstream.resolve import clear_find_cache
-    from lmcache_compat.versions import installed_distribution_version
 
     clear_find_cache()
-    installed_distribution_version.cache_clear()
+    clear_installed()
 
 
 def import_facts(target: Path, progress: Progress) -> None:
@@ -131,8 +135,38 @@ def release_job(version: str, target: Path, work: Path, pair: bool) -> Job:
         }
         if pair:
             run_pair(version, work / version, progress)
+        if progress.data["imports"].get(MP_ADAPTER_MODULE) == "ok" and vllm_has_mp_connector():
+            run_mp(work / version / "mp", progress)
 
     return Job(version, run, PAIR_TIMEOUT if pair else IMPORT_TIMEOUT)
+
+
+def vllm_has_mp_connector() -> bool:
+    """Whether this vLLM ships an MP connector module (0.11.2 on), found without importing it."""
+    import importlib.util
+
+    from lmcache_compat.upstream import locations as loc
+
+    return importlib.util.find_spec(loc.VLLM_LMCACHE_MP_CONNECTOR.modules[0]) is not None
+
+
+def run_mp(tmp: Path, progress: Progress) -> None:
+    """(c): both MP connectors over this release."""
+    from lmcache_compat.upstream.grid import MP_CONNECTOR_KEYS
+    from lmcache_compat.vllm.plugin import register
+    from tests.tiers.grid import mp_scenario
+
+    register()  # what vLLM's plugin loading does in each process
+    runs: dict[str, Any] = {}
+    facts: dict[str, Any] = {}
+    progress.data["mp"] = runs
+    progress.data["mp_facts"] = facts
+    for key in MP_CONNECTOR_KEYS:
+        progress.step(f"mp connector {key}")
+        result = mp_scenario.run_mp_connector(key, tmp / key)
+        runs[key] = result["cells"]
+        facts[key] = result["facts"]
+        progress.save()
 
 
 def run_pair(version: str, tmp: Path, progress: Progress) -> None:

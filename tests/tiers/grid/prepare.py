@@ -9,7 +9,7 @@ interpreter's
    download; the run fails if any other torch build got in);
 2. the installed vLLM must be X and torch 2.13.0's CPU build;
 3. every LMCache wheel release of the shipped matrix
-(``lmcache_compat/upstream/data/releases.json``:
+(``lmcache_compat/upstream/data/releases/``:
    0.3.1 ... 0.5.7rc2) with ``uv pip install --no-deps --target RELEASES_DIR/V lmcache==V``,
    once: a target that already holds the release is kept (uv hardlinks from its cache).
 
@@ -26,8 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
-from tests.support.paths import vllm_constraints
-from tests.support.uv_install import uv_install
+from tools.paths import vllm_constraints
+from tools.uv_install import uv_install
 
 ROOT = Path(__file__).resolve().parents[3]
 PREFIX = "grid-vllm"

@@ -6,7 +6,7 @@ child per LMCache wheel release: which of the release's modules import, and for 
 releases every aspect of both connectors (:mod:`tests.tiers.grid.scenario`: what is real and what is
 injected is listed there). vLLM's own unit tests of its LMCache connector run with our class and
 with vLLM's (where this vLLM's sdist ships them). The fresh measurement, in the shape of
-``lmcache_compat/upstream/data/vllm_grid.json``, is written to ``$LMCACHE_GRID_REPORT`` (for
+``lmcache_compat/upstream/data/vllm_grid.json``, is written to ``$LMCACHE_COMPAT_GRID_REPORT`` (for
 ``scripts/record_vllm_grid.py``) before anything is asserted, then must equal the shipped entry
 for this vLLM.
 
@@ -29,8 +29,8 @@ from packaging.version import Version
 
 from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, DATA_FILE
 from lmcache_compat.upstream.shipped import read_data
-from tests.support.paths import TIERS
-from tests.tiers.grid.data import differences, tier_json, unit_summary, unit_tests_json
+from tools.paths import TIERS
+from tools.vllm_grid_data import differences, tier_json, unit_summary, unit_tests_json
 
 pytestmark = [pytest.mark.real, pytest.mark.grid]
 
@@ -51,9 +51,9 @@ def _tier_vllm() -> str:
 
 @pytest.fixture(scope="session")
 def releases_dir() -> Path:
-    value = os.environ.get("LMCACHE_GRID_RELEASES")
+    value = os.environ.get("LMCACHE_COMPAT_GRID_RELEASES")
     if not value:
-        pytest.skip("needs LMCACHE_GRID_RELEASES (run through tox -e grid-vllmX)")
+        pytest.skip("needs LMCACHE_COMPAT_GRID_RELEASES (run through tox -e grid-vllmX)")
     return Path(value)
 
 
@@ -127,7 +127,7 @@ def fresh(measured: dict[str, Any], unit_tests: dict[str, Any] | None) -> dict[s
     """This vLLM's entry of ``vllm_grid.json`` as measured now (also written for the
     recording script)."""
     tier = tier_json(measured, unit_tests)
-    target = os.environ.get("LMCACHE_GRID_REPORT")
+    target = os.environ.get("LMCACHE_COMPAT_GRID_REPORT")
     if target:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(
@@ -277,3 +277,27 @@ def test_kv_caches_reach_releases_without_register_kv_caches(measured: dict[str,
                 "AttributeError: 'ForwardContext' object has no attribute 'virtual_engine'"
             ), (release, theirs)
     assert checked >= 3  # 0.3.9, 0.3.9.post1, 0.3.10.post2
+
+
+def test_mp_connectors_build_wherever_the_release_does(fresh: dict[str, Any]) -> None:
+    """Every MP release whose adapter imports here: ours (``LMCacheCompatMPConnector``, given
+    the reference's own configuration, only the class name changed) builds both roles, or
+    stops exactly where the release's adapter needs a running server (``n/a``); never
+    ``broken``. The reference's cells stand beside it in the report."""
+    mp = fresh["mp"]
+    if (
+        importlib.util.find_spec(
+            "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_mp_connector"
+        )
+        is None
+    ):
+        assert mp == {}  # no MP connector in this vLLM (before 0.11.2): nothing to replace
+        return
+    assert mp, "no MP release imports its adapter beside this vLLM"
+    broken = {
+        release: cells
+        for release, run in mp.items()
+        for key, cells in run["connectors"].items()
+        if key == "compat-mp" and any(c["status"] == "broken" for c in cells.values())
+    }
+    assert broken == {}

@@ -11,8 +11,8 @@ from typing import Any
 from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, DATA_FILE, grid_from_json
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.shipped import read_data
-from tests.support.paths import vllm_constraints
-from tests.tiers.grid.data import FORMAT, differences, render, tier_json
+from tools.paths import vllm_constraints
+from tools.vllm_grid_data import FORMAT, differences, render, tier_json
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -48,9 +48,11 @@ from lmcache_compat.errors import (  # noqa: E402
     UnsupportedArgumentError,
 )
 from tests.tiers.mp_server.release_side import (  # noqa: E402
+    own_init_kwargs,
     pack_token_ids,
     parallel_strategy_class,
     scheduler_class,
+    worker_class,
 )
 
 
@@ -197,6 +199,29 @@ def config(spec: dict[str, Any], urls: list[str], http: list[str] | None, **kw: 
     )
 
 
+def raw_reply(front: str) -> dict[str, Any]:
+    """What the front end sends for ``GET /lmc_version``, byte for byte (the library reads it
+    with ``release_of_reply``; the test compares both)."""
+    import http.client
+    import urllib.parse
+
+    from lmcache_compat.mp.server import ROUTE
+
+    parts = urllib.parse.urlsplit(front)
+    conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)  # no proxy
+    try:
+        conn.request("GET", ROUTE)
+        response = conn.getresponse()
+        body = response.read(4097)
+        return {
+            "status": response.status,
+            "content_type": response.getheader("Content-Type"),
+            "body": body.decode("utf-8", "backslashreplace"),
+        }
+    finally:
+        conn.close()
+
+
 def release_mode(spec: dict[str, Any], s: Steps, ctx: Any) -> None:
     timeout = spec["poll_timeout"]
     url, http = spec["url"], spec.get("http_url")
@@ -212,6 +237,9 @@ def release_mode(spec: dict[str, Any], s: Steps, ctx: Any) -> None:
         r["check_lookup_result_wrapped"] = (
             sched.check_lookup_result != sched.target.check_lookup_result
         )
+    if http:
+        with s.step("lmc_version_raw") as r:
+            r.update(raw_reply(http))
     if sched is None:
         return
     caps = sched.capabilities
@@ -311,6 +339,7 @@ def worker_steps(
         r["bytes_compared"] = sum(v[:, 32:64].numel() * v.element_size() for v in kv.values())
     if worker is None or not kv:
         return
+    failed_retrieve_steps(spec, s, ctx, sched, worker=worker, kv=kv)
     with s.step("salt_isolation") as r:
         r["unsalted_seen_under_a"] = lookup_round_trip(
             sched, "iso-0", TOKENS, timeout, cache_salt=SALT_A
@@ -349,6 +378,95 @@ def worker_steps(
             r["retrieved"] = retrieve(worker, "pk-look", TOKENS, timeout, cache_salt="packed")
             sched.cleanup_lookup_result("pk-look")
             r["bytes_equal"] = equal_to(kv, before)
+
+
+#: Tokens never stored on any server (a lookup of them hits 0 blocks).
+NEVER = list(range(100_001, 100_513))
+#: Passes of get_finished + get_block_ids_with_load_errors watched after the finishing one.
+AFTER_PASSES = 3
+
+
+def _watch(get_finished: Any, load_errors: Any, request_id: str, timeout: float) -> dict[str, Any]:
+    """Poll as vLLM does (get_finished, then get_block_ids_with_load_errors, each step): the
+    pass that reports ``request_id`` finished, the ids on that pass, and any on later passes."""
+    deadline = time.monotonic() + timeout
+    passes = 0
+    while time.monotonic() < deadline:
+        passes += 1
+        _, done = get_finished({request_id})
+        errors = sorted(load_errors())
+        if done and request_id in done:
+            later = [sorted(load_errors()) for _ in range(AFTER_PASSES) if get_finished(set())]
+            return {"finished_on_pass": passes, "ids": errors, "later_ids": later}
+        if errors:
+            return {"finished_on_pass": None, "ids": errors, "early": True}
+        time.sleep(0.002)
+    return {"finished_on_pass": None, "ids": [], "timed_out": True}
+
+
+def failed_retrieve_steps(
+    spec: dict[str, Any],
+    s: Steps,
+    ctx: Any,
+    sched: MPSchedulerAdapter,
+    *,
+    worker: MPWorkerAdapter,
+    kv: dict[str, Any],
+) -> None:
+    """Keys never stored (a lookup with 0 hits, then a retrieve): the release's own worker
+    adapter and ours side by side, against the same server; then successes with ours."""
+    timeout = spec["poll_timeout"]
+    blocks = list(range(32, 64))
+    if spec.get("never_stored_blocks"):
+        with s.step("failed_retrieve_never_stored") as r:
+            r["not_run"] = "the release's submit blocks without a timeout (tier.py)"
+        return
+    with s.step("failed_retrieve_never_stored") as r:
+        cls = worker_class()
+        own = cls(
+            **own_init_kwargs(
+                cls, spec["url"], ctx, block_size=BLOCK, mq_timeout=spec["mq_timeout"]
+            )
+        )
+        MPWorkerAdapter(own).register_kv_caches(kv, layout_hints={"kv_layout": "HND"})
+        r["op_block_ids"] = blocks
+        r["own_lookup_hits"] = lookup_round_trip(sched, "never-own", NEVER, timeout, cleanup=False)[
+            "hits"
+        ]
+        own.submit_retrieve_request("never-own", worker.make_load_store_op(blocks, NEVER), None)
+        r["own"] = _watch(
+            own.get_finished, own.get_block_ids_with_load_errors, "never-own", timeout
+        )
+        sched.cleanup_lookup_result("never-own")
+        with contextlib.suppress(Exception):
+            own.shutdown()
+        r["ours_lookup_hits"] = lookup_round_trip(
+            sched, "never-ours", NEVER, timeout, cleanup=False
+        )["hits"]
+        worker.submit_retrieve_request("never-ours", worker.make_load_store_op(blocks, NEVER), None)
+        r["ours"] = _watch(
+            worker.get_finished, worker.get_block_ids_with_load_errors, "never-ours", timeout
+        )
+        sched.cleanup_lookup_result("never-ours")
+    with s.step("successful_retrieves") as r:
+        n = int(spec.get("successes", 0))
+        false_ids: list[int] = []
+        finished = 0
+        t0 = time.perf_counter()
+        for i in range(n):
+            rid = f"ok-{i}"
+            lookup_round_trip(sched, rid, TOKENS, timeout, cleanup=False)
+            worker.submit_retrieve_request(rid, worker.make_load_store_op(blocks, TOKENS), None)
+            got = _watch(worker.get_finished, worker.get_block_ids_with_load_errors, rid, timeout)
+            finished += got["finished_on_pass"] is not None
+            false_ids += got["ids"] + [b for later in got.get("later_ids", []) for b in later]
+            sched.cleanup_lookup_result(rid)
+        r.update(
+            retrieves=n,
+            finished=finished,
+            false_failure_ids=len(false_ids),
+            seconds=round(time.perf_counter() - t0, 2),
+        )
 
 
 def multi_server_steps(spec: dict[str, Any], s: Steps, ctx: Any, adapters: list[Any]) -> None:

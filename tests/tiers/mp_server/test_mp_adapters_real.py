@@ -17,9 +17,10 @@ CUDA error; the test asserts that error. Releases without a capability get the a
 documented fallback or refusal, asserted.
 
 Runs at most two servers at a time (one job per release on two threads; a job with two
-servers takes both slots) within ``LMCACHE_MP_TIER_BUDGET_S`` (default 900 s). Venvs are built
-with uv under ``LMCACHE_MP_TIER_VENVS`` (default ``/tmp/lmcache-compat-mp-venvs``) and reused.
-``LMCACHE_MP_TIER_REPORT=path.json`` writes every job's measurements there.
+servers takes both slots) within ``LMCACHE_COMPAT_MP_TIER_BUDGET_S`` (default 900 s). Venvs
+are built with uv under ``LMCACHE_COMPAT_MP_TIER_VENVS`` (default
+``/tmp/lmcache-compat-mp-venvs``) and reused.
+``LMCACHE_COMPAT_MP_TIER_REPORT=path.json`` writes every job's measurements there.
 """
 
 from __future__ import annotations
@@ -35,9 +36,16 @@ import pytest
 from packaging.version import Version
 
 from lmcache_compat import Capability
+from lmcache_compat.mp.server import release_of_reply
 from lmcache_compat.upstream.matrix import load_matrix
 from tests.tiers.mp_server.survey import CUDA_ONLY_WORKER
-from tests.tiers.mp_server.tier import MQ_TIMEOUT, STALL_SECONDS, Tier, default_budget
+from tests.tiers.mp_server.tier import (
+    MQ_TIMEOUT,
+    NEVER_STORED_BLOCKS_SUBMIT,
+    STALL_SECONDS,
+    Tier,
+    default_budget,
+)
 from tests.tiers.mp_server.venvs import releases, venv_root
 
 pytestmark = [pytest.mark.mpserver, pytest.mark.real]
@@ -135,6 +143,13 @@ def test_scheduler_calls_round_trip(tier: Tier, version: str) -> None:
     route = r["frontend"] == "http" and Version(version) >= LMC_VERSION_ROUTE_SINCE
     # the server's release, read from its HTTP front end where it serves /lmc_version
     assert create["servers"] == {url: version if route else None}
+    if r["frontend"] == "http":  # what the front end sends, as the library reads it
+        raw = ok(s["lmc_version_raw"])
+        if route:  # every release with the route: a JSON string of its version
+            assert (raw["status"], raw["body"]) == (200, json.dumps(version)), raw
+            assert release_of_reply(raw["body"].encode(), url) == version
+        else:
+            assert raw["status"] == 404, raw
     assert create["check_lookup_result_wrapped"] == has(version, Capability.MP_HEALTH_CHECK)
     assert ok(s["health"])["value"] is True  # real property, or the documented "assumed" True
     assert s["health"]["capability"] == has(version, Capability.MP_HEALTH_CHECK)
@@ -301,6 +316,61 @@ def test_mixed_releases_raise_instead_of_reading_as_misses(
     assert f"LMCache {server}: NOT the installed LMCache {client}" in doctor["text_line"]
 
 
+#: The release's own adapter reports a failed retrieve's block ids from this release on.
+OWN_REPORTS_FAILED_RETRIEVES_SINCE = Version("0.5.5")
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_failed_retrieve_never_stored_reference_vs_ours(tier: Tier, version: str) -> None:
+    r = job(tier, f"release-{version}")
+    if r["transfer_flags"] is None:  # no CPU transfer mode: the worker cannot run (above)
+        return
+    f = ok(steps(r)["failed_retrieve_never_stored"])
+    if version in NEVER_STORED_BLOCKS_SUBMIT:
+        assert "not_run" in f and "successful_retrieves" not in steps(r)
+        return
+    blocks = f["op_block_ids"]
+    assert f["own_lookup_hits"] == 0 and f["ours_lookup_hits"] == 0
+    own, ours = f["own"], f["ours"]
+    # the reference: finished on some pass; its ids only from 0.5.5 on (the upstream bug)
+    assert own["finished_on_pass"] is not None, own
+    expected_own = blocks if Version(version) >= OWN_REPORTS_FAILED_RETRIEVES_SINCE else []
+    assert own["ids"] == expected_own, own
+    # ours: exactly the op's block ids, on the pass that finishes it, never again
+    assert ours["finished_on_pass"] is not None and ours["ids"] == blocks, ours
+    assert all(later == [] for later in ours["later_ids"]), ours
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_no_false_failure_over_successful_retrieves(tier: Tier, version: str) -> None:
+    r = job(tier, f"release-{version}")
+    if r["transfer_flags"] is None:
+        return
+    if version in NEVER_STORED_BLOCKS_SUBMIT:
+        return
+    g = ok(steps(r)["successful_retrieves"])
+    assert g["finished"] == g["retrieves"] and g["false_failure_ids"] == 0, g
+
+
+def failed_retrieve_figures(results: dict[str, Any]) -> dict[str, Any]:
+    """Per release: the reference's and our ids for a never-stored retrieve, and the successes."""
+    out: dict[str, Any] = {}
+    for name, res in results.items():
+        s = res.get("client", {}).get("steps", {})
+        f, g = s.get("failed_retrieve_never_stored"), s.get("successful_retrieves")
+        if f is None:
+            continue
+        out[name.removeprefix("release-")] = {
+            "never_stored": {
+                "op_blocks": len(f.get("op_block_ids", [])),
+                "own": f.get("own"),
+                "ours": f.get("ours"),
+            },
+            "successes": g,
+        }
+    return out
+
+
 # --- the tier as a whole -------------------------------------------------------------------------
 
 
@@ -312,9 +382,10 @@ def test_tier_budget_and_concurrency(tier: Tier) -> None:
         "budget_s": tier.budget.seconds,
         "peak_servers": tier.slots.peak,
         "venv_build_s": tier.venv_seconds,
+        "failed_retrieves": failed_retrieve_figures(results),
         "jobs": results,
     }
-    path = os.environ.get("LMCACHE_MP_TIER_REPORT")
+    path = os.environ.get("LMCACHE_COMPAT_MP_TIER_REPORT")
     if path:
         Path(path).write_text(json.dumps(report, indent=1, default=repr))
     assert tier.slots.peak <= 2

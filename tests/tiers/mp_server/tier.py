@@ -53,6 +53,14 @@ L1_SIZE_GB = 0.25
 BYTECODE = {"PYTHONDONTWRITEBYTECODE": ""}
 #: Cap of one client process.
 CLIENT_TIMEOUT = 240.0
+#: Successful retrieves per release where the failed-retrieve steps run (8 releases: over 1,000
+#: in all), each checked for a false failure; ``LMCACHE_COMPAT_MP_TIER_SUCCESSES`` overrides.
+SUCCESSES = int(os.environ.get("LMCACHE_COMPAT_MP_TIER_SUCCESSES", "126"))
+#: Measured (2026-12-02): on 0.4.6 and 0.4.7 a retrieve of keys never stored blocks the worker's
+#: submit forever (the CPU transfer waits for the server's reply without a timeout:
+#: lmcache/v1/multiprocess/non_gpu_context_pickle.py:83 on 0.4.6), which kills the client and
+#: every later step; the failed-retrieve steps record that instead of running there.
+NEVER_STORED_BLOCKS_SUBMIT = ("0.4.6", "0.4.7")
 
 
 class BudgetExhausted(RuntimeError):
@@ -247,6 +255,8 @@ class Tier:
                     "worker": flags is not None,
                     "server_pgid": main.pid,
                     "stall_seconds": STALL_SECONDS,
+                    "successes": SUCCESSES,
+                    "never_stored_blocks": version in NEVER_STORED_BLOCKS_SUBMIT,
                 }
                 if multi:
                     spec["multi"] = {"url": servers[1].url, "http_url": self._http(servers[1])}
@@ -319,4 +329,4 @@ def _log_errors(server: RunningServer, limit: int = 8) -> list[str]:
 
 
 def default_budget() -> float:
-    return float(os.environ.get("LMCACHE_MP_TIER_BUDGET_S", "900"))
+    return float(os.environ.get("LMCACHE_COMPAT_MP_TIER_BUDGET_S", "900"))

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.uv_install import uv, uv_install
+from tools.uv_install import uv, uv_install
 
 HERE = Path(__file__).resolve().parent
 CONSTRAINTS = HERE / "constraints"
@@ -29,9 +29,9 @@ STAMP = ".lmcache-compat-stamp"
 
 
 def venv_root() -> Path:
-    """Where the release venvs live: ``$LMCACHE_MP_TIER_VENVS`` (tox sets it under the env's
+    """Where the release venvs live: ``$LMCACHE_COMPAT_MP_TIER_VENVS`` (tox sets it under the env's
     work dir), else a folder under ``/tmp`` that survives between runs."""
-    return Path(os.environ.get("LMCACHE_MP_TIER_VENVS", "/tmp/lmcache-compat-mp-venvs"))
+    return Path(os.environ.get("LMCACHE_COMPAT_MP_TIER_VENVS", "/tmp/lmcache-compat-mp-venvs"))
 
 
 def constraints_file(version: str) -> Path:
