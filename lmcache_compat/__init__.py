@@ -6,10 +6,9 @@ until a name is used (PEP 562): the command line pays only for the command it ru
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from lmcache_compat._lazy import lazy_names
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
 if TYPE_CHECKING:
     from lmcache_compat.core.adapter import ConnectorAdapter
     from lmcache_compat.core.binding import UnreadableMethodWarning
@@ -23,7 +22,9 @@ if TYPE_CHECKING:
         MalformedResultError,
         MissingCapabilityError,
         MPServerError,
+        MPServerURLError,
         MPVersionMismatchError,
+        NotAFrontEndError,
         NotAnEngineError,
         UnknownCapabilityError,
         UnsupportedArgumentError,
@@ -51,7 +52,9 @@ _LAZY = {
     "AmbiguousLocationError": "lmcache_compat.errors",
     "LMCacheCompatError": "lmcache_compat.errors",
     "MPServerError": "lmcache_compat.errors",
+    "MPServerURLError": "lmcache_compat.errors",
     "MPVersionMismatchError": "lmcache_compat.errors",
+    "NotAFrontEndError": "lmcache_compat.errors",
     "UnknownCapabilityError": "lmcache_compat.errors",
     "UpstreamNotFoundError": "lmcache_compat.errors",
     "LMCacheVersionError": "lmcache_compat.errors",
@@ -64,7 +67,8 @@ _LAZY = {
 }
 
 
-__version__ = "0.1.0"
+#: This release of lmcache-compat.
+__version__ = "0.2.0"
 
 __all__ = [
     "CATALOG",
@@ -79,10 +83,12 @@ __all__ = [
     "MPConfig",
     "MPSchedulerAdapter",
     "MPServerError",
+    "MPServerURLError",
     "MPVersionMismatchError",
     "MPWorkerAdapter",
     "MalformedResultError",
     "MissingCapabilityError",
+    "NotAFrontEndError",
     "NotAnEngineError",
     "UnknownCapabilityError",
     "UnreadableMethodWarning",

@@ -5,7 +5,10 @@ importing either package imports none of the modules its names live in."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up time)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def lazy_names(

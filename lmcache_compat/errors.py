@@ -16,15 +16,18 @@ __all__ = [
     "LMCacheVersionError",
     "MPFlagsError",
     "MPServerError",
+    "MPServerURLError",
     "MPVersionMismatchError",
     "MalformedResultError",
     "MetadataError",
     "MigrationError",
     "MissingCapabilityError",
     "MissingExtraError",
+    "NotAFrontEndError",
     "NotAnEngineError",
     "NotInMatrixError",
     "NotLMCacheError",
+    "OutputError",
     "ScanError",
     "SourceNotFoundError",
     "SourceTooLargeError",
@@ -133,6 +136,16 @@ class MPServerError(LMCacheCompatError):
     The message names the client's LMCache release and the server's where it is known, and says
     that a client/server version mismatch is one possible cause.
     """
+
+
+class MPServerURLError(MPServerError, ValueError):
+    """A URL that is not the ``http://HOST:PORT`` of an MP server's HTTP front end (no scheme,
+    no host, a port that is not a number from 1 to 65535): a usage error, nothing was asked."""
+
+
+class NotAFrontEndError(MPServerError):
+    """The URL answered, but not as an LMCache MP front end: its ``GET /lmc_version`` reply is
+    not a release string (a PEP 440 version of at most 64 characters, as JSON or plain text)."""
 
 
 class MPVersionMismatchError(MPServerError, ValueError):
@@ -251,6 +264,11 @@ class UnsafeConfigError(ConfigFileError):
 class MPFlagsError(LMCacheCompatError, ValueError):
     """MP server flags that cannot be translated between two releases; the message says which
     flag and why (removed with no replacement, required, a value the release refuses)."""
+
+
+class OutputError(LMCacheCompatError):
+    """An output file could not be written (a missing or read-only directory, a full disk);
+    the message names the file and the reason. Whatever was there before is left intact."""
 
 
 class MigrationError(LMCacheCompatError, ValueError):
