@@ -145,7 +145,8 @@ class MPServerURLError(MPServerError, ValueError):
 
 class NotAFrontEndError(MPServerError):
     """The URL answered, but not as an LMCache MP front end: its ``GET /lmc_version`` reply is
-    not a release string (a PEP 440 version of at most 64 characters, as JSON or plain text)."""
+    not a release string (a PEP 440 version of at most 64 characters, as JSON or plain text), or
+    is a 404 while its ``GET /`` is not LMCache's HTTP front end's."""
 
 
 class MPVersionMismatchError(MPServerError, ValueError):

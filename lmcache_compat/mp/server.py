@@ -4,8 +4,12 @@ The MP server's ZMQ protocol has no request that returns the server's release (a
 another release is not told; a request it cannot decode is simply never answered). The server's
 HTTP front end (the MP server run with its HTTP API on ``--http-port``) serves ``GET
 /lmc_version``, a JSON string, in the releases that have that route (0.4.5 on); earlier front
-ends answer 404, and then the release cannot be learned. A reply is read under the reader
-contract (:mod:`lmcache_compat.inputs`): only a PEP 440 version of at most
+ends (0.4.1 ... 0.4.4) answer 404, and then the release cannot be learned. A 404 is taken as
+such a front end only when the server proves it is one in another way: ``GET /`` answers
+``{"status": "ok", "service": "LMCache HTTP API"}`` in every release's front end
+(``lmcache/v1/multiprocess/http_server.py`` of 0.4.1 ... 0.4.4, ``http_apis/root_api.py`` from
+0.4.5 on); any other server that answers 404 is not an LMCache MP front end. A reply is read
+under the reader contract (:mod:`lmcache_compat.inputs`): only a PEP 440 version of at most
 :data:`RELEASE_CHARS` characters counts; anything else is "not an LMCache MP front end"
 (:class:`~lmcache_compat.errors.NotAFrontEndError`), shown escaped.
 
@@ -43,6 +47,8 @@ from lmcache_compat.versions import parse_version, version_or_none
 __all__ = [
     "HTTP_TIMEOUT",
     "RELEASE_CHARS",
+    "ROOT_ROUTE",
+    "ROOT_SERVICE",
     "ROUTE",
     "ServerRelease",
     "check_server_releases",
@@ -58,6 +64,12 @@ __all__ = [
 
 #: The HTTP front end's route that answers the server's LMCache release (a JSON string).
 ROUTE = "/lmc_version"
+#: The route every LMCache MP HTTP front end answers (0.4.1 on) with ``{"status": "ok",
+#: "service": ROOT_SERVICE}``: how a front end without :data:`ROUTE` (404) proves what it is.
+ROOT_ROUTE = "/"
+#: The ``service`` the front end's ``GET /`` names (FastAPI ``root()`` in LMCache's
+#: ``lmcache/v1/multiprocess/http_server.py`` 0.4.1 ... 0.4.4, ``http_apis/root_api.py`` later).
+ROOT_SERVICE = "LMCache HTTP API"
 #: Seconds one exchange with a front end may take in total; it answers from memory.
 HTTP_TIMEOUT = 2.0
 _MAX_BODY = 4096
@@ -183,12 +195,14 @@ def _get(url: str, timeout: float) -> tuple[int, bytes]:
 
 def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None:
     """The LMCache release the server behind ``http_url`` reports, or ``None`` when its front end
-    has no such route (404: a release before 0.4.5) or does not know its release (``""``).
+    has no such route (404: a release before 0.4.5, proved an LMCache front end by its ``GET
+    /``, :func:`_is_lmcache_root`) or does not know its release (``""``).
 
     Raises :class:`MPServerURLError` for a URL that is not a front end's
     (``http://HOST:PORT``), :class:`NotAFrontEndError` when the answer is not a release string
-    (:func:`release_of_reply`), and :class:`MPServerError` when the front end cannot be
-    reached, or does not complete the exchange, within ``timeout`` seconds in total.
+    (:func:`release_of_reply`) or is a 404 from a server whose ``GET /`` is not LMCache's, and
+    :class:`MPServerError` when the front end cannot be reached, or does not complete the
+    exchange, within ``timeout`` seconds in total (each of the two requests, after a 404).
     """
 
     url = _route_url(http_url)
@@ -211,7 +225,14 @@ def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None
             f"({type(exc).__name__}: {reason}) to read its release.\n{hint}"
         ) from None
     if status == 404:
-        return None
+        if _is_lmcache_root(http_url, timeout):
+            return None  # LMCache 0.4.1 ... 0.4.4: a front end without the route
+        raise NotAFrontEndError(
+            f"{http_url} is not an LMCache MP front end (HTTP 404 on GET {ROUTE}, and GET "
+            f"{ROOT_ROUTE} does not answer as LMCache's HTTP front end does: "
+            f'{{"service": "{ROOT_SERVICE}"}}).\nHINT: give the URL of the LMCache MP server\'s '
+            "HTTP front end (its --http-host/--http-port)"
+        )
     if status != 200:
         raise MPServerError(
             f"the LMCache MP HTTP front end at {http_url} answered GET {ROUTE} with HTTP "
@@ -223,6 +244,23 @@ def fetch_release(http_url: str, *, timeout: float = HTTP_TIMEOUT) -> str | None
             f"{_MAX_BODY} bytes, not a release string"
         )
     return release_of_reply(body, http_url)
+
+
+def _is_lmcache_root(http_url: str, timeout: float) -> bool:
+    """Whether ``GET /`` at ``http_url`` answers as every LMCache MP front end does (200 and a
+    JSON object whose ``service`` is :data:`ROOT_SERVICE`). Anything else, an error included,
+    proves nothing: ``False``."""
+    try:
+        status, body = _get(check_url(http_url).rstrip("/") + ROOT_ROUTE, timeout)
+    except (_Deadline, HTTPException, OSError, ValueError):
+        return False
+    if status != 200 or len(body) > _MAX_BODY:
+        return False
+    try:
+        value = load_json(body, f"{http_url}{ROOT_ROUTE}", NotAFrontEndError)
+    except NotAFrontEndError:
+        return False
+    return isinstance(value, dict) and value.get("service") == ROOT_SERVICE
 
 
 def same_release(a: str, b: str) -> bool:

@@ -16,7 +16,12 @@ from typing import Any
 import pytest
 
 from lmcache_compat import Capability, MPConfig, MPSchedulerAdapter, MPWorkerAdapter
-from lmcache_compat.errors import LMCacheCompatError, MPServerError, MPVersionMismatchError
+from lmcache_compat.errors import (
+    LMCacheCompatError,
+    MPServerError,
+    MPVersionMismatchError,
+    NotAFrontEndError,
+)
 from lmcache_compat.mp.server import (
     ROUTE,
     check_server_releases,
@@ -178,8 +183,13 @@ def _dead_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+#: What every LMCache MP front end's ``GET /`` answers (0.4.1 ... 0.4.4: http_server.py's root()).
+LMCACHE_ROOT = b'{"status": "ok", "service": "LMCache HTTP API"}'
+
+
 def test_fetch_release(front: FrontEnd) -> None:
-    assert fetch_release(front.url) is None  # no route: 404, release unknown
+    front.routes["/"] = (200, LMCACHE_ROOT)
+    assert fetch_release(front.url) is None  # no route: 404, an LMCache front end before 0.4.5
     front.release("0.5.6")
     assert fetch_release(front.url) == "0.5.6"
     assert fetch_release(front.url + "/") == "0.5.6"
@@ -195,6 +205,31 @@ def test_fetch_release(front: FrontEnd) -> None:
         front.routes[ROUTE] = (status, body)
         with pytest.raises(MPServerError, match=match):
             fetch_release(front.url)
+
+
+@pytest.mark.parametrize(
+    "root",
+    [
+        None,  # 404 everywhere: any web server
+        (200, b"<html>It works!</html>"),
+        (200, b'{"status": "ok"}'),
+        (200, b'{"status": "ok", "service": "Some Other API"}'),
+        (200, b'"LMCache HTTP API"'),
+        (500, LMCACHE_ROOT),
+    ],
+)
+def test_a_404_is_a_front_end_only_if_its_root_says_lmcache(
+    front: FrontEnd, root: tuple[int, bytes] | None
+) -> None:
+    """LMCache 0.4.1 ... 0.4.4 answer 404 on /lmc_version: that is accepted (release unknown)
+    only when ``GET /`` answers as their http_server.py does; any other 404 is not a front end."""
+    if root is not None:
+        front.routes["/"] = root
+    with pytest.raises(NotAFrontEndError, match="HTTP 404") as info:
+        fetch_release(front.url)
+    assert "not an LMCache MP front end" in str(info.value)
+    front.routes["/"] = (200, LMCACHE_ROOT)
+    assert fetch_release(front.url) is None
 
 
 def test_unreachable_or_not_http_is_a_clear_error() -> None:
@@ -316,7 +351,8 @@ def test_create_records_matching_and_unknown_releases(
     client_release: str, front: FrontEnd, front2: FrontEnd
 ) -> None:
     mod = _module_with_health("0.5.6")
-    front.release("0.5.6")  # front2: no route (an older front end)
+    front.release("0.5.6")
+    front2.routes["/"] = (200, LMCACHE_ROOT)  # no route: an older LMCache front end
     config = MPConfig(
         ["tcp://a:1", "tcp://b:1"], "m", 16, world_size=2, http_urls=[front.url, front2.url]
     )
@@ -410,8 +446,9 @@ def test_doctor_reports_the_server_release(
     assert f"MP server       {front.url}: LMCache 0.5.6 (the installed release)" in out
     assert code in (0, 1)  # the vLLM x LMCache verdict decides; the server matches
     del front.routes[ROUTE]
+    front.routes["/"] = (200, LMCACHE_ROOT)  # LMCache 0.4.1 ... 0.4.4's front end
     main(["doctor", "--mp-server", front.url])
-    assert "release not reported (no /lmc_version" in capsys.readouterr().out
+    assert "release not reported (an LMCache MP front end without" in capsys.readouterr().out
 
 
 def test_doctor_without_the_option_is_unchanged(capsys: pytest.CaptureFixture[str]) -> None:

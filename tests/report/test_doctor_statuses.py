@@ -29,15 +29,18 @@ class Front:
     def __init__(self) -> None:
         self.status, self.body = 200, b'"0.5.6"'
         self.length: int | None = None
+        #: Other paths' ``(status, body)``; every path not here answers ``status`` and ``body``.
+        self.routes: dict[str, tuple[int, bytes]] = {}
         front = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                self.send_response(front.status)
+                status, body = front.routes.get(self.path, (front.status, front.body))
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(front.length or len(front.body)))
+                self.send_header("Content-Length", str(front.length or len(body)))
                 self.end_headers()
-                self.wfile.write(front.body)
+                self.wfile.write(body)
                 if front.length:
                     self.close_connection = True
 
@@ -253,6 +256,29 @@ def test_a_file_that_cannot_be_read_is_not_called_clean(
     out = capsys.readouterr().out
     assert "cannot be read" in out and "nothing would be ignored" not in out
     assert "the file was not checked" in out
+
+
+def test_3_a_server_answering_404_is_not_called_a_front_end(
+    nothing_installed: None, front: Front, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any web server answers 404 on /lmc_version: only one whose ``GET /`` is LMCache's HTTP
+    front end's (0.4.1 ... 0.4.4 have no /lmc_version) is a front end of unknown release."""
+    front.status, front.body = 404, b'{"detail":"Not Found"}'
+    assert main(["doctor", "--mp-server", front.url]) == 3
+    out = capsys.readouterr().out
+    assert "NOT an LMCache MP front end" in out and "HTTP 404" in out
+    assert main(["doctor", "--json", "--mp-server", front.url]) == 3
+    (entry,) = json.loads(capsys.readouterr().out)["mp_servers"]
+    assert entry["problem"] == "not-front-end"
+
+
+def test_0_an_lmcache_front_end_without_the_route_reports_no_release(
+    nothing_installed: None, front: Front, capsys: pytest.CaptureFixture[str]
+) -> None:
+    front.status = 404
+    front.routes = {"/": (200, b'{"status": "ok", "service": "LMCache HTTP API"}')}
+    assert main(["doctor", "--mp-server", front.url]) == 0
+    assert "release not reported (an LMCache MP front end without" in capsys.readouterr().out
 
 
 # --- odd installs -------------------------------------------------------------------------------
