@@ -46,8 +46,8 @@ __all__ = [
     "check_file",
 ]
 
-Kind = Literal["ignored", "renamed", "retyped", "removed", "missing"]
-Effect = Literal["dropped", "fails", "changed", "read"]
+Kind = Literal["ignored", "renamed", "retyped", "removed", "missing", "unreadable"]
+Effect = Literal["dropped", "fails", "changed", "read", "unchecked"]
 
 
 class FindingJSON(TypedDict):
@@ -69,10 +69,12 @@ class Finding:
     a variable nothing reads), ``removed`` (a key of an earlier release that this one no longer
     reads), ``renamed`` (read under a new name, with a deprecation warning), ``retyped`` (read,
     but parsed into something else, or rejected), ``missing`` (the file variable names a file
-    that does not exist). ``effect``: ``dropped`` (the value has no
-    effect), ``fails`` (the loader raises: LMCache does not start), ``changed`` (read as
-    something else), ``read`` (read as meant, under another name). ``fix``: the new name, or
-    "removed in X, no replacement", or what to write.
+    that does not exist), ``unreadable`` (the file variable names a file lmcache-compat cannot
+    read: doctor's finding where ``config check`` exits 5 or 6). ``effect``: ``dropped`` (the
+    value has no effect), ``fails`` (the loader raises: LMCache does not start), ``changed``
+    (read as something else), ``read`` (read as meant, under another name), ``unchecked``
+    (what the release does with it is not known: a file over a budget). ``fix``: the new name,
+    or "removed in X, no replacement", or what to write.
     """
 
     key: str

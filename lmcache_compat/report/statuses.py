@@ -56,11 +56,11 @@ STATUSES: tuple[Status, ...] = (
     Status(
         1,
         "a verdict: `doctor` found a measured break of the installed pair, a key or variable "
-        "the active configuration drops (or a missing `LMCACHE_CONFIG_FILE`), or an MP server "
-        "of another release; `diff --fail-on-breaking` found a breaking change, `config check` "
-        "found a key or variable the release would ignore (or a value that makes its loader "
-        "fail), `config migrate` left a key the target will not read, `config mp-flags` cannot "
-        "say a flag to the target",
+        "the active configuration drops (or a missing or unreadable `LMCACHE_CONFIG_FILE`), or "
+        "an MP server of another release; `diff --fail-on-breaking` found a breaking change, "
+        "`config check` found a key or variable the release would ignore (or a value that makes "
+        "its loader fail), `config migrate` left a key the target will not read, `config "
+        "mp-flags` cannot say a flag to the target",
     ),
     Status(
         2,
@@ -128,8 +128,8 @@ COMMAND_STATUSES: dict[str, tuple[Status, ...]] = {
         Status(
             1,
             "a verdict: a measured break of the installed pair, a key or variable the "
-            "active configuration drops (or a missing LMCACHE_CONFIG_FILE), an MP server "
-            "of another release",
+            "active configuration drops (or a missing or unreadable LMCACHE_CONFIG_FILE), an "
+            "MP server of another release",
         ),
         Status(2, "usage error, or a malformed --mp-server URL (nothing is gathered)"),
         Status(

@@ -252,10 +252,43 @@ def test_a_file_that_cannot_be_read_is_not_called_clean(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setenv("LMCACHE_CONFIG_FILE", str(tmp_path))  # a directory
-    main(["doctor"])
+    assert main(["doctor"]) == 1  # a finding, as config check's 6 on the same file is
     out = capsys.readouterr().out
     assert "cannot be read" in out and "nothing would be ignored" not in out
     assert "the file was not checked" in out
+    assert main(["config", "check"]) == 5  # a directory: not a regular file
+    capsys.readouterr()
+    main(["doctor", "--json"])
+    (finding,) = json.loads(capsys.readouterr().out)["config"]["findings"]
+    assert (finding["kind"], finding["effect"]) == ("unreadable", "fails")
+
+
+@pytest.mark.parametrize(
+    ("content", "effect"),
+    [
+        (b"chunk_size: 256\nx: \x07\n", "fails"),  # a control character
+        (b"chunk_size: 256\nname: caf\xe9\n", "fails"),  # not UTF-8
+        (b"chunk_size: " + b"9" * 5000 + b"\n", "unchecked"),  # over the number_chars budget
+    ],
+)
+def test_1_a_config_file_that_cannot_be_loaded_is_a_finding(
+    lmcache_0_5_6: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    effect: str,
+) -> None:
+    path = lmcache_0_5_6.parent / "lmcache.yaml"
+    path.write_bytes(content)
+    monkeypatch.setenv("LMCACHE_CONFIG_FILE", str(path))
+    assert main(["config", "check"]) in (5, 6)
+    capsys.readouterr()
+    assert main(["doctor", "--json"]) == 1
+    config = json.loads(capsys.readouterr().out)["config"]
+    (finding,) = config["findings"]
+    assert finding["key"] == "LMCACHE_CONFIG_FILE" and finding["kind"] == "unreadable"
+    assert finding["effect"] == effect and str(path) in finding["detail"]
+    assert main(["doctor", "-q"]) == 1
 
 
 def test_3_a_server_answering_404_is_not_called_a_front_end(
@@ -279,6 +312,58 @@ def test_0_an_lmcache_front_end_without_the_route_reports_no_release(
     front.routes = {"/": (200, b'{"status": "ok", "service": "LMCache HTTP API"}')}
     assert main(["doctor", "--mp-server", front.url]) == 0
     assert "release not reported (an LMCache MP front end without" in capsys.readouterr().out
+
+
+def test_the_line_without_a_pair_claims_no_exit_status(
+    lmcache_0_5_6: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only LMCache installed, and a variable the configuration drops: status 1, so the "no
+    verdict" line must not say "exit 0" (nor any status: the findings decide it)."""
+    monkeypatch.setenv("LMCACHE_NOPE", "1")
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "No vLLM installed: nothing to judge with LMCache 0.5.6 (no verdict)" in out
+    assert "exit 0" not in out
+
+
+def test_3_the_line_without_a_pair_claims_no_exit_status(
+    nothing_installed: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["doctor", "--mp-server", _dead_url()]) == 3
+    out = capsys.readouterr().out
+    assert "nothing to judge (no verdict)" in out and "exit 0" not in out
+
+
+def test_an_installed_vllm_of_unknown_version_is_installed(
+    site: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (site / "vllm").mkdir()
+    (site / "vllm" / "__init__.py").write_text("")
+    info = site / "vllm-0.32.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\n")  # no Version
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert "vLLM            installed, version unknown" in out
+    assert "Neither vLLM nor LMCache" not in out
+    assert "No LMCache installed: nothing to judge with vLLM (version unknown)" in out
+
+
+def test_the_capability_header_names_only_the_column_shown(
+    lmcache_0_5_6: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Capabilities ("))
+    header, shown = lines[at], lines[at + 1].split()[2]
+    for column in ("present", "expected"):  # a column the header explains is in the table
+        assert f"'{column}'" not in header or column == shown, (header, shown)
+    from lmcache_compat.report.doctor import _scan_installed
+    from lmcache_compat.upstream.scanner import ScanResult
+
+    monkeypatch.setattr(doctor_mod, "scan", lambda: ScanResult.__new__(ScanResult))
+    _, basis = _scan_installed("0.5.6", [], True)  # scanned: the table shows 'present' only
+    assert "'present'" in basis and "expected" not in basis
 
 
 # --- odd installs -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from lmcache_compat.errors import (
     NotAFrontEndError,
     ScanError,
 )
-from lmcache_compat.report.doctor.config import ConfigJSON, config_report
+from lmcache_compat.report.doctor.config import ConfigJSON, config_report, config_verdict
 from lmcache_compat.report.doctor.next_steps import NextStepJSON, next_steps
 from lmcache_compat.report.doctor.schema import (
     CapabilityJSON,
@@ -127,14 +127,15 @@ class DoctorReport:
         STATUSES`): 3 when an ``--mp-server`` front end cannot be reached or is not an LMCache
         MP front end (the check asked for could not be made); else 1 for a verdict (a measured
         break of the installed pair, a key or variable the active configuration drops or that
-        makes its load fail, an MP server of another release); else 0. A malformed
+        makes its load fail, a configuration file that is missing or cannot be read, an MP
+        server of another release); else 0. A malformed
         ``--mp-server`` URL (2) is refused before any of this is gathered."""
         from lmcache_compat.report.statuses import NOT_REACHED, VERDICT  # lazy: start-up time
 
         if any("error" in s for s in self.servers):
             return NOT_REACHED
         mismatch = any(s.get("matches") is False for s in self.servers)
-        dropped = self.config.get("ignored", 0) > 0
+        dropped = config_verdict(self.config)
         return VERDICT if self.verdict == "broken" or mismatch or dropped else 0
 
     def with_servers(self, servers: Sequence[ServerJSON]) -> DoctorReport:
@@ -381,11 +382,9 @@ def _scan_installed(
             f"could not scan the installed LMCache ({exc}); 'expected' is from its version"
         )
         return None, "LMCache version (package metadata); the files could not be scanned"
-    return (
-        result,
-        "'present': read with ast from the installed LMCache files (nothing imported); "
-        "'expected': from its version alone",
-    )
+    # the table then shows 'present' only (each row's 'expected' is in the JSON, and a row
+    # where the two disagree carries a note), so the basis names that column alone
+    return result, "'present': read with ast from the installed LMCache files (nothing imported)"
 
 
 # --- doctor --mp-server URL: a running LMCache MP server's release (its HTTP front end) ---------

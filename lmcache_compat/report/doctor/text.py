@@ -139,7 +139,7 @@ def _answer_lines(report: DoctorJSON) -> list[str]:
     vllm_issues = [i for i in report["issues"] if not i["connector_key"].startswith("sglang")]
     if report["vllm"] is not None and lm is not None:
         answer += ["", *format_verdict(report["vllm"], lm, report["vllm_verdict"], vllm_issues)]
-    elif report["vllm"] is not None or report["sglang"] is None:
+    elif _is_installed("vllm", report["vllm"], report) or report["sglang"] is None:
         answer += ["", _no_pair(report)]
     if report["sglang_integration"] is not None:
         answer += ["", *format_sglang(report)]
@@ -147,18 +147,34 @@ def _answer_lines(report: DoctorJSON) -> list[str]:
     return answer
 
 
+def _is_installed(package: str, version: str | None, report: DoctorJSON) -> bool:
+    """Installed: its version is known, or its distribution is there with a version that
+    cannot be read (installed, version unknown, is still installed)."""
+    entry = report.get("distributions", {}).get(package)
+    return version is not None or (entry is not None and bool(entry.get("installed")))
+
+
 def _no_pair(report: DoctorJSON) -> str:
-    """The line that stands for the verdict when vLLM and LMCache are not both installed."""
+    """The line that stands for the verdict when vLLM and LMCache are not both installed with
+    a known version. No exit status is claimed: a configuration finding (1) or an MP server
+    that cannot be reached (3) decide it, whatever this line says."""
     lm, vllm = report["lmcache"], report["vllm"]
-    if lm is not None:
-        return f"No vLLM installed: nothing to judge with LMCache {lm} (no verdict, exit 0)"
-    if vllm is not None:
-        provider = _provided("vllm", report)
+    lm_there = _is_installed("lmcache", lm, report)
+    vllm_there = _is_installed("vllm", vllm, report)
+    lm_named = f"LMCache {lm}" if lm is not None else "LMCache (version unknown)"
+    vllm_named = (
+        f"vLLM {vllm}{_provided('vllm', report)}" if vllm is not None else "vLLM (version unknown)"
+    )
+    if lm_there and vllm_there:
         return (
-            f"No LMCache installed: nothing to judge with vLLM {vllm}{provider} (no verdict, "
-            "exit 0)"
+            f"No vLLM x LMCache verdict: {vllm_named} and {lm_named} are installed, but a "
+            "version that cannot be read leaves nothing to judge"
         )
-    return "Neither vLLM nor LMCache is installed: nothing to judge (no verdict, exit 0)"
+    if lm_there:
+        return f"No vLLM installed: nothing to judge with {lm_named} (no verdict)"
+    if vllm_there:
+        return f"No LMCache installed: nothing to judge with {vllm_named} (no verdict)"
+    return "Neither vLLM nor LMCache is installed: nothing to judge (no verdict)"
 
 
 def format_next(steps: Sequence[NextStepJSON]) -> list[str]:
@@ -257,7 +273,10 @@ def format_config(config: ConfigJSON) -> list[str]:
         lines.append(f"  [{f['kind']}] {where}: {f['detail']}")
         lines.append(f"      fix: {f['fix']}")
     ignored = config.get("ignored", 0)
-    if not findings and "reason" in config:
+    unreadable = any(f["kind"] == "unreadable" for f in findings)
+    if unreadable:
+        lines.append("  the file was not checked: lmcache-compat config check fails on it too")
+    elif not findings and "reason" in config:
         lines.append("  the file was not checked; the LMCACHE_* environment has no findings")
     elif not findings:
         lines.append("  nothing would be ignored, renamed or read differently")
