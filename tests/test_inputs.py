@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import http.server
 import io
+import json
 import os
 import subprocess
 import sys
@@ -345,6 +346,47 @@ def test_a_full_disk_under_either_stream_is_status_7(stream: str) -> None:
         )
     assert r.returncode == 7
     assert stream == "stderr" or b"Traceback" not in r.stderr
+
+
+def _closed_stderr(*args: str) -> subprocess.CompletedProcess[bytes]:
+    """``lmcache-compat ARGS 2>&-``: the process starts with file descriptor 2 closed (Python's
+    ``sys.stderr`` is then ``None``), not pointed at /dev/null."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("LMCACHE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "lmcache_compat", *args],
+        stdout=subprocess.PIPE,
+        preexec_fn=lambda: os.close(2),  # the child's own descriptor 2, before exec
+        env=clean,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (("grid", "--vllm", "0.12"), 0),  # a note (0.12 was not measured): dropped
+        (("grid", "--vllm", "0.12", "--json"), 0),
+        (("releases",), 0),
+        (("releases", "0.3.8"), 7),  # status 3's error line cannot be written: 7
+        (("grid", "--vllm", "banana"), 7),
+        (("nonsense",), 7),  # a usage error's line cannot be written either
+    ],
+)
+def test_a_closed_stderr_drops_notes_and_keeps_the_status(
+    args: tuple[str, ...], status: int
+) -> None:
+    r = _closed_stderr(*args)
+    assert r.returncode == status, r
+    assert b"Traceback" not in r.stdout and b"was not measured" not in r.stdout
+    assert b"error:" not in r.stdout
+    if "--json" in args:
+        json.loads(r.stdout)  # notes never reach stdout: the JSON is whole
+    if status == 0:
+        assert r.stdout
+        opened = subprocess.run(
+            [sys.executable, "-m", "lmcache_compat", *args], capture_output=True, check=False
+        )
+        assert (opened.returncode, opened.stdout) == (0, r.stdout)
 
 
 def test_main_in_process_keeps_its_statuses(capsys: pytest.CaptureFixture[str]) -> None:

@@ -587,10 +587,35 @@ def _escape_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+class _ClosedStderr:
+    """Standard error when the process started without one (``2>&-``: Python's ``sys.stderr``
+    is ``None``): notes and help written to it are dropped, never sent to standard output
+    (``print(file=None)`` would), and :func:`_say` knows that its line was not written."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; every outcome is an exit status of :data:`STATUSES`. Ctrl-C at any
     point ends it with 130 and no traceback (a file being written is left as it was: writes
-    go through a temporary file and an atomic rename)."""
+    go through a temporary file and an atomic rename). Without a standard error (``2>&-``)
+    notes are dropped and the status is the same, except that an error line that cannot be
+    written is status 7."""
+    closed = sys.stderr is None
+    if closed:
+        sys.stderr = _ClosedStderr()
+    try:
+        return _main(argv)
+    finally:
+        if closed:
+            sys.stderr = None
+
+
+def _main(argv: Sequence[str] | None) -> int:
     command = PROG
     try:
         _escape_output()
@@ -598,8 +623,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             args = _parse(parser, argv)
         except UsageError as exc:
-            _say(f"{exc.prog}: error: {_one_line(exc.message)} (see {exc.prog} --help)")
-            return 2
+            said = _say(f"{exc.prog}: error: {_one_line(exc.message)} (see {exc.prog} --help)")
+            return 2 if said else _write_failed()
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
@@ -610,6 +635,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         _say(f"{command}: interrupted")
         return INTERRUPTED
+
+
+def _write_failed() -> int:
+    from lmcache_compat.report.statuses import WRITE_FAILED  # lazy: start-up time
+
+    return WRITE_FAILED
 
 
 def _command_name(args: argparse.Namespace) -> str:
@@ -680,7 +711,8 @@ def _run(args: argparse.Namespace, command: str) -> int:
     except LMCacheCompatError as exc:
         from lmcache_compat.report.statuses import exit_status  # lazy: start-up time
 
-        _say(f"{command}: error: {_one_line(str(exc))}")
+        if not _say(f"{command}: error: {_one_line(str(exc))}"):
+            return _write_failed()  # the one line that says what failed is lost: status 7
         return exit_status(exc)
     except BrokenPipeError:  # `lmcache-compat scan | head`: stop quietly
         from lmcache_compat.report.statuses import PIPE_CLOSED  # lazy: start-up time
@@ -699,13 +731,17 @@ def _run(args: argparse.Namespace, command: str) -> int:
     return code
 
 
-def _say(line: str) -> None:
-    """One line on standard error; if that cannot be written either (``2>/dev/full``), the
-    status alone says it."""
+def _say(line: str) -> bool:
+    """One line on standard error; whether it was written (not when standard error is closed,
+    ``2>&-``, or cannot be written, ``2>/dev/full``: then the status says it)."""
+    if isinstance(sys.stderr, _ClosedStderr):
+        return False
     try:
         print(line, file=sys.stderr, flush=True)
     except (OSError, ValueError):
         _discard_output(sys.stderr)
+        return False
+    return True
 
 
 def _is_output_error(exc: OSError) -> bool:
