@@ -446,8 +446,8 @@ PYPI_OPENING = """\
 One stable API over every LMCache release, for KV-cache connectors (vLLM, SGLang and others)
 and for operators upgrading LMCache. `lmcache-compat doctor` says what the installed LMCache
 and vLLM offer and whether the pair is known to break, read from package metadata and files
-without importing either. The extras are `vllm`, `sglang` and `config` (PyYAML and ruamel.yaml,
-for `config check` and `migrate`):
+without importing either. The extras are `vllm`, `sglang` and `config` (PyYAML, for `config
+check` and `migrate`):
 
 <!-- install-lines -->
 {install_lines}

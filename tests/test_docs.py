@@ -86,3 +86,25 @@ def test_the_changelog_is_keep_a_changelog_with_a_section_for_this_version() -> 
     assert all(date for _, date in headings[1:]), "every released version is dated"
     references = set(re.findall(r"^\[([^\]]+)\]: \S+$", text, re.MULTILINE))
     assert {"Unreleased", *versions} <= references
+
+
+def test_the_config_extra_is_described_as_what_it_installs() -> None:
+    """Where the README, docs/ or the script that writes docs/pypi.md say what the ``config``
+    extra brings, they name only what pyproject.toml's extra installs (it once said "PyYAML
+    and ruamel.yaml"; the extra is PyYAML alone)."""
+    import tomllib
+
+    extra = tomllib.loads(ROOT.joinpath("pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]["config"]
+    installs = {re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0].lower() for req in extra}
+    libraries = {"pyyaml", "ruamel.yaml", "ruamel", "ruyaml", "strictyaml", "oyaml"}
+    pages = [ROOT / "README.md", ROOT / "scripts" / "update_docs.py", *ROOT.glob("docs/*.md")]
+    described = 0
+    for page in pages:
+        text = " ".join(page.read_text().split())
+        for found in re.finditer(r"`config`( extra)? \(([^)]*)\)", text):
+            named = {w.lower() for w in re.findall(r"[\w.]+", found.group(2))} & libraries
+            assert named <= installs, (page.name, found.group(0), sorted(installs))
+            described += bool(named)
+    assert described >= 3  # the README, docs/cli.md and the pypi readme's source say it
