@@ -109,3 +109,29 @@ def test_the_sglang_package_and_its_plugin_import_none_of_them() -> None:
     )
     for name in ("torch", "vllm", "lmcache", "sglang"):
         assert not any(m == name or m.startswith(name + ".") for m in mods), name
+
+
+#: What doctor's answer never needs without --mp-server (http.client imports email), nor for
+#: an installed LMCache's directory (the archive readers and what they import).
+DOCTOR_NEVER = ("http.client", "email", "lmcache_compat.mp.server", "tarfile", "zipfile", "shutil")
+
+
+def test_doctor_imports_only_what_its_answer_needs() -> None:
+    code = (
+        "import contextlib, io\n"
+        "from lmcache_compat.report.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    main(['doctor'])\n"
+        "    main(['doctor', '--json'])\n"
+    )
+    mods = _modules_after(code)
+    assert "lmcache_compat.report.doctor" in mods
+    for name in DOCTOR_NEVER:
+        assert name not in mods, name
+    with_server = _modules_after(
+        "import contextlib, io\n"
+        "from lmcache_compat.report.cli import main\n"
+        "with contextlib.redirect_stderr(io.StringIO()):\n"
+        "    main(['doctor', '--mp-server', 'banana'])\n"
+    )
+    assert "lmcache_compat.mp.server" in with_server  # the option asks for it

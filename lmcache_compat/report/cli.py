@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from lmcache_compat import __version__
 from lmcache_compat.errors import (
@@ -122,10 +122,34 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, _with_suggestion(message))
 
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        if _Parser._helping:
+            return super()._get_formatter()
+        # add_argument checks each metavar with a formatter; at a fixed width argparse does not
+        # read the terminal's (shutil, which imports bz2 and lzma): help and usage are
+        # formatted at the terminal's width (format_help, format_usage)
+        make: Any = self.formatter_class
+        formatter: argparse.HelpFormatter = make(prog=self.prog, width=100)
+        return formatter
+
+    def format_usage(self) -> str:
+        return _Parser._as_help(super().format_usage)
+
     def format_help(self) -> str:
         if self.epilog is None and self.command is not None:
             self.epilog = _epilog(self.command)
-        return super().format_help()
+        return _Parser._as_help(super().format_help)
+
+    #: Whether help or usage is being formatted (then at the terminal's width).
+    _helping = False
+
+    @staticmethod
+    def _as_help(format_text: Callable[[], str]) -> str:
+        _Parser._helping = True
+        try:
+            return format_text()
+        finally:
+            _Parser._helping = False
 
 
 def _close(word: str, candidates: Sequence[str]) -> str | None:
@@ -226,12 +250,15 @@ def _print_json(data: object) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from lmcache_compat.mp.server import check_url  # lazy: start-up time
     from lmcache_compat.report.doctor import doctor_report, mp_servers_report  # lazy: start-up time
     from lmcache_compat.report.doctor.text import format_doctor  # lazy: start-up time
 
-    for url in args.mp_server or ():  # a malformed URL is a usage error: nothing is gathered
-        check_url(url)
+    if args.mp_server:
+        # lazy: only --mp-server pays for http.client (and email, which it imports)
+        from lmcache_compat.mp.server import check_url
+
+        for url in args.mp_server:  # a malformed URL is a usage error: nothing is gathered
+            check_url(url)
     report = doctor_report()
     if args.mp_server:  # a running MP server's release, from its HTTP front end
         report = report.with_servers(mp_servers_report(args.mp_server, report.lmcache))

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from lmcache_compat.distributions import installed_package
 from lmcache_compat.errors import NotLMCacheError, SourceNotFoundError, UnreadableArchiveError
-from lmcache_compat.scan.archives import open_sdist, open_wheel
 from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.sources import DirTree, SourceTree, describe_mode, metadata_of_dir
 
@@ -90,8 +89,14 @@ def open_source(
     name = path.name.lower()
     if not stat.S_ISREG(st.st_mode):
         raise UnreadableArchiveError(f"{path}: {describe_mode(st.st_mode)}, not an archive")
+    # lazy: zipfile, tarfile and gzip (with shutil, bz2, lzma) only for an archive; doctor and
+    # the installed release's scan read a directory
     if name.endswith((".whl", ".zip")):
+        from lmcache_compat.scan.archives import open_wheel
+
         return open_wheel(path, package, meter)
     if name.endswith((".tar.gz", ".tgz")):
+        from lmcache_compat.scan.archives import open_sdist
+
         return open_sdist(path, package, meter)
     raise UnreadableArchiveError(f"{path}: not a wheel (.whl), an sdist (.tar.gz) or a directory")

@@ -10,14 +10,10 @@ what to build when sglang builds its tree cache, at start-up (:mod:`.backend`).
 
 from __future__ import annotations
 
-import logging
-
 __all__ = ["BACKEND_NAME", "register"]
 
 #: The name ``--radix-cache-backend`` selects.
 BACKEND_NAME = "lmcache-compat"
-
-logger = logging.getLogger(__name__)
 
 
 def register() -> None:
@@ -34,7 +30,9 @@ def register() -> None:
         register_backend = find(loc.SGLANG_REGISTER_BACKEND)
         get_factory = find(loc.SGLANG_GET_FACTORY)
     except UpstreamNotFoundError as exc:
-        logger.warning(
+        import logging  # lazy: doctor reads BACKEND_NAME from here, and logs nothing
+
+        logging.getLogger(__name__).warning(
             "lmcache-compat: this sglang has no radix-cache registry (%s); the lmcache-compat "
             "backend is not offered (run 'lmcache-compat doctor')",
             " ".join(str(exc).split())[:200],
