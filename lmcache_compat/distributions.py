@@ -156,20 +156,20 @@ class Installed:
             return None, None
         if not self.is_rebuild(found):
             return found.version, None
-        from packaging.version import InvalidVersion, Version
+        from lmcache_compat.errors import LMCacheVersionError
+        from lmcache_compat.versions import parse_version  # the reader contract (budgeted)
 
         try:
-            parsed = Version(found.version)
-        except InvalidVersion:
+            parsed = parse_version(found.version)
+        except LMCacheVersionError:
             return found.version, None
         if parsed.post is None:
             return found.version, None
-        public = Version(found.version.split("+", 1)[0])
-        base = ".".join(str(part) for part in public.release)
-        if public.pre is not None:  # a pre-release keeps its place: only .postN is a rebuild
-            base += f"{public.pre[0]}{public.pre[1]}"
-        if public.epoch:
-            base = f"{public.epoch}!{base}"
+        base = ".".join(str(part) for part in parsed.release)  # the local part is not read
+        if parsed.pre is not None:  # a pre-release keeps its place: only .postN is a rebuild
+            base += f"{parsed.pre[0]}{parsed.pre[1]}"
+        if parsed.epoch:
+            base = f"{parsed.epoch}!{base}"
         return base, (
             f"{found.distribution} {found.version} is rebuild {parsed.post} of "
             f"{self.package} {base}: read as {self.package} {base}"

@@ -4,7 +4,10 @@ Every reader of a text from outside goes through this module: a YAML configurati
 (:mod:`lmcache_compat.config.yamlread`), JSON in an ``LMCACHE_*`` variable
 (:mod:`lmcache_compat.config.resolver`), an MP front end's HTTP reply
 (:mod:`lmcache_compat.mp.server`), a version or specifier text (:mod:`lmcache_compat.versions`)
-and the shipped data files (:mod:`lmcache_compat.upstream.shipped`). The contract:
+and the shipped data files (:mod:`lmcache_compat.upstream.shipped`).
+``tests/test_reader_contract.py`` enforces it: a ``json.load(s)``, ``yaml.*load*``,
+``Version`` or ``SpecifierSet`` anywhere else in the package fails the unit tier unless its
+allow-list says why that text is safe (shipped data, an already parsed version). The contract:
 
 1. **Budgets first, on the text.** Nesting depth and the length of each number are measured
    by the small, iterative scanners below before any library sees the text

@@ -12,7 +12,6 @@ distribution was installed from one (its ``direct_url.json`` names a directory: 
 from __future__ import annotations
 
 import functools
-import json
 import shlex
 from pathlib import Path
 
@@ -39,9 +38,12 @@ def _installed_from() -> tuple[Path, bool] | None:
         raw = metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
     except (metadata.PackageNotFoundError, OSError, UnicodeError, ValueError):
         return None
+    from lmcache_compat.errors import LMCacheCompatError, MetadataError
+    from lmcache_compat.inputs import load_json  # the reader contract: budgets, one error
+
     try:
-        data = json.loads(raw or "null")
-    except ValueError:
+        data = load_json(raw or "null", "direct_url.json", MetadataError)
+    except LMCacheCompatError:
         return None
     if not isinstance(data, dict) or "dir_info" not in data:
         return None  # from an index, or an archive file

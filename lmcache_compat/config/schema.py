@@ -232,7 +232,8 @@ class ReleaseSchema:
 
     @property
     def parsed_version(self) -> Version:
-        return Version(self.version)
+        # a scanned schema's version is an installed release's: the reader contract
+        return parse_version(self.version)
 
     def env_name(self, key: str) -> str:
         return f"{self.loader.env_prefix or ''}{key.upper()}"

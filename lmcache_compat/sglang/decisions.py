@@ -19,6 +19,7 @@ from lmcache_compat.sglang.known.issues import CPU_IN_PROCESS_FROM
 from lmcache_compat.sglang.known.reader import SglangFacts
 from lmcache_compat.sglang.variants import Variant, variant_for
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.versions import parse_version
 
 __all__ = ["MODES", "Mode", "Plan", "plan"]
 
@@ -138,13 +139,18 @@ def _radix_mode(
     return chosen, ""
 
 
+def _public(version: str) -> Version:
+    """An installed release's public version, under the reader contract (budgeted)."""
+    return parse_version(parse_version(version).public)
+
+
 def _unverified(variant: Variant, mode: str, lmcache: str | None, sglang: str | None) -> str:
     """``""`` for a pair lmcache-compat's sglang tier round-trips, else what it did not."""
     if lmcache is not None and variant.verifies(mode, lmcache):
         if (
             sglang is not None
             and variant.tested_on is not None
-            and (Version(Version(sglang).public) != Version(variant.tested_on))
+            and _public(sglang) != _public(variant.tested_on)
         ):
             return (
                 f"verified on sglang {variant.tested_on}, whose internals this sglang shares "
@@ -153,7 +159,7 @@ def _unverified(variant: Variant, mode: str, lmcache: str | None, sglang: str | 
         return ""
     why = ""
     if mode == "in-process" and (
-        lmcache is None or Version(Version(lmcache).public) < Version(CPU_IN_PROCESS_FROM)
+        lmcache is None or _public(lmcache) < _public(CPU_IN_PROCESS_FROM)
     ):
         why = f": the in-process connector of LMCache before {CPU_IN_PROCESS_FROM} needs CUDA"
     elif variant.tested_on is None:

@@ -62,12 +62,12 @@ class Variant:
         release of the shipped matrix (the tier runs those) that a row's specifier admits."""
         # lazy: only the plan asks, and the matrix is read once
         from packaging.specifiers import SpecifierSet
-        from packaging.version import Version
 
         from lmcache_compat.upstream.matrix import load_matrix
+        from lmcache_compat.versions import parse_version  # the reader contract (budgeted)
 
-        public = Version(Version(lmcache).public)
-        if public not in {Version(v) for v in load_matrix().versions}:
+        public = parse_version(parse_version(lmcache).public)
+        if public not in {parse_version(v) for v in load_matrix().versions}:
             return False  # a release the tier has not run: not verified, whatever the row says
         return any(
             m == mode and SpecifierSet(spec).contains(public, prereleases=True)

@@ -9,6 +9,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from lmcache_compat.errors import InvalidSourceError
+from lmcache_compat.inputs import load_json
 from lmcache_compat.scan.modules import Index, Module, top_level
 from lmcache_compat.upstream.locations import Place, module_file
 
@@ -45,7 +47,10 @@ def literal(node: ast.expr | None) -> Any:
         text = json.dumps(value)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
         return {"expr": " ".join(ast.unparse(node).split())}
-    loaded: Any = json.loads(text)
+    try:  # the reader contract: the literal's text is the scanned release's
+        loaded: Any = load_json(text, "a literal", InvalidSourceError)
+    except InvalidSourceError:
+        return {"expr": " ".join(ast.unparse(node).split())}
     return loaded
 
 
