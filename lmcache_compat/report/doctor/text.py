@@ -241,8 +241,8 @@ def format_mp_servers(entries: Sequence[ServerJSON]) -> list[str]:
             state = f"{what}: {entry['error']}"
         elif release is None:
             state = (
-                f"release not reported (an LMCache MP front end without {ROUTE}: LMCache "
-                "before 0.4.5, or run from a source checkout)"
+                f"release not reported (an LMCache MP front end without {ROUTE}: an older "
+                "release, or one run from a source checkout)"
             )
         elif entry.get("matches") is None:
             state = f"LMCache {release} (installed LMCache unknown: cannot compare)"
