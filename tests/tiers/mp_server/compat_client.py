@@ -199,9 +199,9 @@ def config(spec: dict[str, Any], urls: list[str], http: list[str] | None, **kw: 
     )
 
 
-def raw_reply(front: str) -> dict[str, Any]:
-    """What the front end sends for ``GET /lmc_version``, byte for byte (the library reads it
-    with ``release_of_reply``; the test compares both)."""
+def raw_reply(front: str, route: str | None = None) -> dict[str, Any]:
+    """What the front end sends for ``GET route`` (default ``/lmc_version``), byte for byte
+    (the library reads it with ``release_of_reply``; the test compares both)."""
     import http.client
     import urllib.parse
 
@@ -210,7 +210,7 @@ def raw_reply(front: str) -> dict[str, Any]:
     parts = urllib.parse.urlsplit(front)
     conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=5)  # no proxy
     try:
-        conn.request("GET", ROUTE)
+        conn.request("GET", route or ROUTE)
         response = conn.getresponse()
         body = response.read(4097)
         return {
@@ -240,6 +240,8 @@ def release_mode(spec: dict[str, Any], s: Steps, ctx: Any) -> None:
     if http:
         with s.step("lmc_version_raw") as r:
             r.update(raw_reply(http))
+        with s.step("root_raw") as r:  # how a front end without /lmc_version proves what it is
+            r.update(raw_reply(http, "/"))
     if sched is None:
         return
     caps = sched.capabilities

@@ -36,7 +36,7 @@ import pytest
 from packaging.version import Version
 
 from lmcache_compat import Capability
-from lmcache_compat.mp.server import release_of_reply
+from lmcache_compat.mp.server import ROOT_SERVICE, release_of_reply
 from lmcache_compat.upstream.matrix import load_matrix
 from tests.tiers.mp_server.survey import CUDA_ONLY_WORKER
 from tests.tiers.mp_server.tier import (
@@ -150,6 +150,10 @@ def test_scheduler_calls_round_trip(tier: Tier, version: str) -> None:
             assert release_of_reply(raw["body"].encode(), url) == version
         else:
             assert raw["status"] == 404, raw
+        # every front end's GET / names LMCache's HTTP API: what makes a 404 above a front end
+        root = ok(s["root_raw"])
+        assert root["status"] == 200, root
+        assert json.loads(root["body"])["service"] == ROOT_SERVICE, root
     assert create["check_lookup_result_wrapped"] == has(version, Capability.MP_HEALTH_CHECK)
     assert ok(s["health"])["value"] is True  # real property, or the documented "assumed" True
     assert s["health"]["capability"] == has(version, Capability.MP_HEALTH_CHECK)
