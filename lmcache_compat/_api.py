@@ -157,6 +157,8 @@ INTERNAL: dict[str, str] = {
     "lmcache_compat.report": "the command line and its text (the commands are its interface)",
     "lmcache_compat.scan": "the static scanner (`lmcache-compat scan`)",
     "lmcache_compat.upstream": "what is known of upstream, and the shipped data's readers",
+    "lmcache_compat.budgets": "the limits every reader works within (scans, configuration "
+    "files, versions)",
     "lmcache_compat.distributions": "which installed distributions provide an import package",
     "lmcache_compat.inputs": "the reader contract of every text lmcache-compat parses",
     "lmcache_compat.installation": "where this lmcache-compat came from, and the install command "

@@ -33,8 +33,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from lmcache_compat.budgets import BUDGETS
 from lmcache_compat.inputs import shown
-from lmcache_compat.scan.budgets import BUDGETS
 
 __all__ = [
     "Installed",

@@ -35,8 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from lmcache_compat.budgets import BUDGETS, Budgets
 from lmcache_compat.errors import LMCacheCompatError
-from lmcache_compat.scan.budgets import BUDGETS, Budgets
 
 __all__ = [
     "Shape",

@@ -79,7 +79,7 @@ def evidence(capability: Capability | CapabilitySpec) -> list[str]:
     ``capability added: X`` and the change of its member (method, keyword or property). Empty
     when the cited diff does not show the row: the citation (or ``since``) is wrong."""
     from lmcache_compat.core.catalog import Capability
-    from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
+    from lmcache_compat.upstream.diff import ChangeKind, ReleaseView, diff_releases
     from lmcache_compat.upstream.matrix import load_matrix
 
     spec = capability.spec if isinstance(capability, Capability) else capability

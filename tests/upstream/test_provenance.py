@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from lmcache_compat.core.catalog import CATALOG, Capability
-from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
+from lmcache_compat.upstream.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.upstream.locations import LMCACHE_SCANNED
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.provenance import UPSTREAM, citation, evidence, moves
