@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat._api import INTERNAL, MOVED, supported_modules  # noqa: E402
+from lmcache_compat._api import INSTEAD, INTERNAL, MOVED, supported_modules  # noqa: E402
 from lmcache_compat.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
@@ -399,9 +399,17 @@ def render_internal() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _backticked_names(text: str) -> str:
+    """``text`` with each dotted ``lmcache_compat`` name in backticks."""
+    return re.sub(r"\b(lmcache_compat(?:\.\w+)+)", r"`\1`", text)
+
+
 def render_moved() -> str:
-    rows = ["| old path | import instead | removed in |", "|---|---|---|"]
-    rows += [f"| `{old}` | `{new}` | {gone} |" for old, (new, gone) in MOVED.items()]
+    rows = ["| old path | use instead | its code now (internal) | removed in |", "|---|" * 4]
+    rows += [
+        f"| `{old}` | {_backticked_names(INSTEAD[old])} | `{new}` | {gone} |"
+        for old, (new, gone) in MOVED.items()
+    ]
     return "\n".join(rows) + "\n"
 
 
