@@ -35,6 +35,9 @@ FACT_TABLES = {
     "issues.py",  # sglang/known/issues.py
     # lmcache-compat's own releases: when a deprecated module path is removed
     "_api.py",
+    # where each fact comes from: the release diff that shows a gate, the range of what no
+    # surface shows (upstream/provenance.py)
+    "provenance.py",
 }
 VERSION = re.compile(r"(?<![\w.])0\.\d+\.\d+")
 
