@@ -26,6 +26,8 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from lmcache_compat.core.roles import MP_WORKER
+
 if TYPE_CHECKING:
     from lmcache_compat.core.arguments import Argument
     from lmcache_compat.core.catalog import Capability, CapabilitySpec
@@ -253,8 +255,7 @@ ISSUE_SOURCES: dict[str, GateSource] = {
         range="vLLM >=0.11.2",
     ),
     "mp-server-url-misbinding": GateSource(
-        since="0.5.0",
-        names="server_urls",
+        capability="mp_multi_server",  # server_url -> server_urls: list[str] in 0.5.0
         invisible="vLLM's side: its MP connector passes server_url positionally in 0.14.1 ... "
         "0.19.1 (vLLM's sources)",
         range="vLLM >=0.14.1,<=0.19.1",
@@ -269,7 +270,7 @@ ISSUE_SOURCES: dict[str, GateSource] = {
     ),
     "mp-failed-retrieve-reported-loaded": GateSource(
         since="0.3.13",
-        names="LMCacheMPWorkerAdapter",
+        names=MP_WORKER.name,
         upstream=(f"{_LMCACHE_ISSUES}2865", f"{_LMCACHE_ISSUES}3388"),
         invisible="the fix is behaviour (retrieve results kept and reported), not a signature; "
         "the lower bound is the MP adapters' first release",
