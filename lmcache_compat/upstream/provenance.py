@@ -330,7 +330,7 @@ SGLANG_GATES: dict[str, GateSource] = {
         "round-trips on CPU for the variant's tested_on release: in-process from "
         "CPU_IN_PROCESS_FROM; MP and unified-MP on 0.5.6, the release whose CPU server takes "
         "the connector's tensors; in-process before 0.5.7rc2, which the tier does not run",
-        range="the rows of lmcache_compat/sglang/variants.py",
+        range="each variant's own verified rows (the Variant table of the SGLang side)",
     ),
 }
 
