@@ -15,7 +15,7 @@ Scenarios: ``idle`` (the engine has no events: every step of a deployment withou
 and ``events`` (4 store events per step, converted to ``BlockStored`` and collected).
 
 How the connectors are built (documented bypass): both with ``object.__new__`` and vLLM's real
-``KVConnectorBase_V1.__init__`` over a ``VllmConfig`` from ``harness.make_vllm_config``; then
+``KVConnectorBase_V1.__init__`` over a ``VllmConfig`` from ``tools.vllm_config.make_vllm_config``; then
 vLLM's connector gets the two fields its per-step methods read (``_lmcache_engine``,
 ``_kv_cache_events``) and ours its ``attach(engine)``, the very method its ``__init__`` ends
 with. Only the LMCache impl's construction is skipped: the engine is ``Engine`` below, a plain
@@ -194,14 +194,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, tmp: Path) -> int:
-    from tests.tiers.real.sweep import quiet_env
+    from tools.lmcache_targets import quiet_env
 
     os.environ.update(quiet_env(tmp))  # before vLLM is imported: caches stay in tmp
     import logging
 
-    from tests.tiers.real.scheduler import harness as h
+    from tools.vllm_config import make_vllm_config
 
-    config = h.make_vllm_config(tmp, "LMCacheCompatConnector", "lmcache_compat.vllm")
+    config = make_vllm_config(tmp, "LMCacheCompatConnector", "lmcache_compat.vllm")
     logging.getLogger("vllm").setLevel(logging.ERROR)  # the base __init__'s warning, twice
 
     import vllm

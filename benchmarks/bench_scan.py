@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.tiers.real.sweep import install, quiet_env  # noqa: E402
+from tools.lmcache_targets import install, quiet_env  # noqa: E402
 
 
 def fresh(code: str, env: dict[str, str], cwd: Path) -> float:

@@ -157,6 +157,8 @@ INTERNAL: dict[str, str] = {
     "lmcache_compat.report": "the command line and its text (the commands are its interface)",
     "lmcache_compat.scan": "the static scanner (`lmcache-compat scan`)",
     "lmcache_compat.upstream": "what is known of upstream, and the shipped data's readers",
+    "lmcache_compat.budgets": "the limits every reader works within (scans, configuration "
+    "files, versions)",
     "lmcache_compat.distributions": "which installed distributions provide an import package",
     "lmcache_compat.inputs": "the reader contract of every text lmcache-compat parses",
     "lmcache_compat.installation": "where this lmcache-compat came from, and the install command "
@@ -172,6 +174,32 @@ MOVED: dict[str, tuple[str, str]] = {
     "lmcache_compat.resolve": ("lmcache_compat.upstream.resolve", "0.3.0"),
     "lmcache_compat.mp_server": ("lmcache_compat.mp.server", "0.3.0"),
     "lmcache_compat.config.envcheck": ("lmcache_compat.config.check", "0.3.0"),
+}
+
+#: Deprecated module -> what to use instead: the supported names that replace it, or, where
+#: none does, that its new home is internal and the supported API that covers the need. The
+#: deprecation warning and docs/api.md say it (``tests/test_api.py`` ties each name here to
+#: :data:`SUPPORTED`).
+INSTEAD: dict[str, str] = {
+    "lmcache_compat.locations": (
+        "its new home is internal; the adapters (lmcache_compat.ConnectorAdapter, "
+        "lmcache_compat.MPSchedulerAdapter, lmcache_compat.MPWorkerAdapter) find LMCache's "
+        "classes themselves, and lmcache_compat.probe says what a release offers"
+    ),
+    "lmcache_compat.resolve": (
+        "its new home is internal; the adapters (lmcache_compat.ConnectorAdapter, "
+        "lmcache_compat.MPSchedulerAdapter, lmcache_compat.MPWorkerAdapter) find LMCache's "
+        "classes themselves, and lmcache_compat.probe says what a release offers"
+    ),
+    "lmcache_compat.mp_server": (
+        "its new home is internal; lmcache_compat.MPSchedulerAdapter and "
+        "lmcache_compat.MPWorkerAdapter check the server's release when they connect "
+        "(lmcache_compat.MPVersionMismatchError, lmcache_compat.MPServerError)"
+    ),
+    "lmcache_compat.config.envcheck": (
+        "use lmcache_compat.config.check_environment (supported; also check_active, "
+        "check_file, check_config and Finding)"
+    ),
 }
 
 
@@ -210,8 +238,8 @@ def moved(old: str) -> None:
 
     new, removed_in = MOVED[old]
     warnings.warn(
-        f"{old} is deprecated: import {new} instead ({old} is removed in lmcache-compat "
-        f"{removed_in})",
+        f"{old} is deprecated and removed in lmcache-compat {removed_in}: {INSTEAD[old]} "
+        f"(its code is now {new})",
         DeprecationWarning,
         stacklevel=3,  # the importer: this function, the old module, then (importlib skipped) it
     )

@@ -33,8 +33,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from lmcache_compat.inputs import shown
-from lmcache_compat.scan.budgets import BUDGETS
+from lmcache_compat.budgets import BUDGETS
+from lmcache_compat.inputs import parse_version, shown
 
 __all__ = [
     "Installed",
@@ -157,7 +157,6 @@ class Installed:
         if not self.is_rebuild(found):
             return found.version, None
         from lmcache_compat.errors import LMCacheVersionError
-        from lmcache_compat.versions import parse_version  # the reader contract (budgeted)
 
         try:
             parsed = parse_version(found.version)

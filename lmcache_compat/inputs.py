@@ -36,10 +36,14 @@ import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from lmcache_compat.errors import LMCacheCompatError
-from lmcache_compat.scan.budgets import BUDGETS, Budgets
+from lmcache_compat.budgets import BUDGETS, Budgets
+from lmcache_compat.errors import LMCacheCompatError, LMCacheVersionError
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
 __all__ = [
     "Shape",
@@ -50,6 +54,8 @@ __all__ = [
     "guarded",
     "json_shape",
     "load_json",
+    "parse_specifier",
+    "parse_version",
     "shown",
     "yaml_shape",
 ]
@@ -437,3 +443,38 @@ def check_version_text(
             f"{shown(text, 40)} ({len(text)} characters) is not {what}: over the cap "
             f"(budget version_chars={b.version_chars})"
         )
+
+
+def parse_version(text: object) -> Version:
+    """Parse a PEP 440 version (``0.3.12.dev40``, ``0.5.6+g1a2b3c`` and ``v0.3.9`` included),
+    under the reader contract: text over the ``version_chars``
+    budget is refused before ``packaging`` turns its components into integers.
+
+    Raises :class:`LMCacheVersionError` naming the text (escaped) when it is not a version.
+    """
+
+    from packaging.version import InvalidVersion, Version  # lazy: start-up time
+
+    if not isinstance(text, str):
+        raise LMCacheVersionError(f"expected a version string, got {type(text).__name__}")
+    check_version_text(text, "a PEP 440 version", LMCacheVersionError)
+    try:
+        return Version(text.strip())
+    except (InvalidVersion, ValueError, OverflowError):
+        raise LMCacheVersionError(
+            f"'{shown(text, 80)}' is not a PEP 440 version (expected e.g. '1.2.3', "
+            "'1.2.3.post1', '1.2rc1')"
+        ) from None
+
+
+def parse_specifier(text: str) -> SpecifierSet:
+    """A PEP 440 specifier set (``>=0.4,<0.5``), pre-releases included, under the reader
+    contract: over the ``version_chars`` budget or not a
+    specifier set raises :class:`LMCacheVersionError`."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # lazy: start-up time
+
+    check_version_text(text, "a PEP 440 specifier set", LMCacheVersionError)
+    try:
+        return SpecifierSet(text, prereleases=True)
+    except (InvalidSpecifier, ValueError, OverflowError):
+        raise LMCacheVersionError(f"'{shown(text, 80)}' is not a PEP 440 specifier set") from None

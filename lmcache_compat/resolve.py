@@ -1,6 +1,11 @@
 """Deprecated since 0.2.0: moved to :mod:`lmcache_compat.upstream.resolve`; this path is removed in
 0.3.0. Importing it gives that module, with one :class:`DeprecationWarning`
-(``lmcache_compat._api.MOVED``).
+naming what to use
+instead (``lmcache_compat._api.MOVED``, ``INSTEAD``).
+
+Its new home is internal. Use instead: the adapters (:class:`~lmcache_compat.ConnectorAdapter`,
+the MP adapters) find LMCache's classes themselves; :func:`lmcache_compat.probe` says what a
+release offers.
 """
 
 from __future__ import annotations

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from lmcache_compat.distributions import installed_package
 from lmcache_compat.errors import LMCacheVersionError, MetadataError
-from lmcache_compat.inputs import check_version_text, shown
+from lmcache_compat.inputs import parse_specifier, parse_version
 
 if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
     from packaging.version import Version
 
 __all__ = [
@@ -31,39 +30,6 @@ __all__ = [
 ]
 
 Expectation = Literal["yes", "no", "maybe", "unknown"]
-
-
-def parse_version(text: object) -> Version:
-    """Parse a PEP 440 version (``0.3.12.dev40``, ``0.5.6+g1a2b3c`` and ``v0.3.9`` included),
-    under the reader contract (:mod:`lmcache_compat.inputs`): text over the ``version_chars``
-    budget is refused before ``packaging`` turns its components into integers.
-
-    Raises :class:`LMCacheVersionError` naming the text (escaped) when it is not a version.
-    """
-
-    if not isinstance(text, str):
-        raise LMCacheVersionError(f"expected a version string, got {type(text).__name__}")
-    check_version_text(text, "a PEP 440 version", LMCacheVersionError)
-    try:
-        return Version(text.strip())
-    except (InvalidVersion, ValueError, OverflowError):
-        raise LMCacheVersionError(
-            f"'{shown(text, 80)}' is not a PEP 440 version (expected e.g. '1.2.3', "
-            "'1.2.3.post1', '1.2rc1')"
-        ) from None
-
-
-def parse_specifier(text: str) -> SpecifierSet:
-    """A PEP 440 specifier set (``>=0.4,<0.5``), pre-releases included, under the reader
-    contract (:mod:`lmcache_compat.inputs`): over the ``version_chars`` budget or not a
-    specifier set raises :class:`LMCacheVersionError`."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # lazy: start-up time
-
-    check_version_text(text, "a PEP 440 specifier set", LMCacheVersionError)
-    try:
-        return SpecifierSet(text, prereleases=True)
-    except (InvalidSpecifier, ValueError, OverflowError):
-        raise LMCacheVersionError(f"'{shown(text, 80)}' is not a PEP 440 specifier set") from None
 
 
 def installed_version(package: str) -> str | None:

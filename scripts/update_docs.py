@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lmcache_compat._api import INTERNAL, MOVED, supported_modules  # noqa: E402
+from lmcache_compat._api import INSTEAD, INTERNAL, MOVED, supported_modules  # noqa: E402
+from lmcache_compat.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.core.arguments import ARGUMENTS, render_arguments_markdown  # noqa: E402
 from lmcache_compat.core.catalog import CATALOG, CapabilitySpec  # noqa: E402
 from lmcache_compat.core.roles import (  # noqa: E402
@@ -46,7 +47,6 @@ from lmcache_compat.report.sglang_tables import (  # noqa: E402
 )
 from lmcache_compat.report.statuses import STATUSES  # noqa: E402
 from lmcache_compat.report.tables import grid_markdown, matrix_markdown  # noqa: E402
-from lmcache_compat.scan.budgets import BUDGETS  # noqa: E402
 from lmcache_compat.sglang.known.grid import load_sglang_grid  # noqa: E402
 from lmcache_compat.upstream.grid import load_grid  # noqa: E402
 from lmcache_compat.upstream.known_issues import verdict  # noqa: E402
@@ -73,6 +73,7 @@ _NOT_ADAPTING = {
     "upstream/matrix.py",
     "upstream/known_issues.py",
     "report/doctor/__init__.py",
+    "upstream/diff.py",
     "report/diff.py",
     "report/cli.py",
 }
@@ -398,9 +399,17 @@ def render_internal() -> str:
     return "\n".join(rows) + "\n"
 
 
+def _backticked_names(text: str) -> str:
+    """``text`` with each dotted ``lmcache_compat`` name in backticks."""
+    return re.sub(r"\b(lmcache_compat(?:\.\w+)+)", r"`\1`", text)
+
+
 def render_moved() -> str:
-    rows = ["| old path | import instead | removed in |", "|---|---|---|"]
-    rows += [f"| `{old}` | `{new}` | {gone} |" for old, (new, gone) in MOVED.items()]
+    rows = ["| old path | use instead | its code now (internal) | removed in |", "|---|" * 4]
+    rows += [
+        f"| `{old}` | {_backticked_names(INSTEAD[old])} | `{new}` | {gone} |"
+        for old, (new, gone) in MOVED.items()
+    ]
     return "\n".join(rows) + "\n"
 
 

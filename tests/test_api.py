@@ -213,6 +213,21 @@ def test_a_moved_module_imports_as_its_new_home_with_one_warning(old: str) -> No
     ).stdout.splitlines()
     assert out[:2] == ["1", "DeprecationWarning"], out
     assert new in out[2] and removed_in in out[2] and old in out[2], out[2]
+    assert _api.INSTEAD[old] in out[2], out[2]
+
+
+def test_a_moved_module_names_the_supported_api_to_use_instead() -> None:
+    """Each deprecated module's advice names supported names only (never an internal module as
+    the thing to import); where no supported name replaces it, it says its new home is
+    internal (all of them are)."""
+    assert all(_api.is_internal(new) for new, _ in _api.MOVED.values())
+    assert set(_api.INSTEAD) == set(_api.MOVED)
+    supported = set(_api.SUPPORTED)
+    for old, advice in _api.INSTEAD.items():
+        names = re.findall(r"\blmcache_compat(?:\.\w+)+", advice)
+        assert names, old
+        assert all(name in supported for name in names), (old, names)
+        assert advice.startswith("use ") or "its new home is internal" in advice, old
 
 
 def test_a_moved_modules_warning_points_at_the_importer() -> None:

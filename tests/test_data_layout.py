@@ -1,5 +1,5 @@
 """The shipped data files are laid out exactly as their maintainer script writes them (one
-writer, tests/support/maintainer.json_lines, and each script's choice of what gets a line); the
+writer, tools/maintainer.py's json_lines, and each script's choice of what gets a line); the
 release matrix one file per release beside an index (lmcache_compat.upstream.shipped)."""
 
 from __future__ import annotations

@@ -7,10 +7,15 @@ a top-level entry of the repository and a ``/`` (``tests/tiers/grid/scenario.py`
 paths relative to something else (``releases/index.json``) are not repository paths. A word with
 a placeholder (``vllm-X-cpu.txt``, ``lmcache-<version>.txt``, ``*``, ``...``) is checked up to
 the directory that holds it. ``::test`` and ``:line`` suffixes are dropped.
+
+The module docstrings of ``lmcache_compat/``, ``tools/``, ``scripts/`` and ``tests/`` are read
+too, backticked or not: a word there is a repository path when it starts with a top-level
+directory of the repository and a ``/`` (``tools/maintainer.py``, ``tests/tiers/``).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -76,6 +81,51 @@ def test_every_path_the_docs_name_exists() -> None:
         if path not in UPSTREAM and missing(path)
     ]
     assert stale == [], stale
+
+
+#: The folders whose modules' docstrings are read.
+_CODE = ("lmcache_compat", "tools", "scripts", "tests")
+#: A path-like word of a docstring: parts joined by ``/`` (placeholders allowed).
+_DOC_WORD = re.compile(r"[\w.<>*{}\[\]-]+(?:/[\w.<>*{}\[\]-]*)+")
+
+
+def docstring_paths(text: str, top_dirs: set[str]) -> Iterator[str]:
+    """The repository paths a docstring names: words that start with a top-level directory."""
+    for match in _DOC_WORD.finditer(text):
+        word = _SUFFIX.sub("", match.group(0).rstrip("."))
+        if word.split("/")[0] in top_dirs:
+            yield word
+
+
+def test_every_path_a_module_docstring_names_exists() -> None:
+    top_dirs = {name for name in _top_level() if ROOT.joinpath(name).is_dir()}
+    stale = []
+    seen = 0
+    for folder in _CODE:
+        for path in sorted(ROOT.joinpath(folder).rglob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")), clean=False)
+            for word in docstring_paths(doc or "", top_dirs):
+                seen += 1
+                if word not in UPSTREAM and missing(word):
+                    stale.append(f"{path.relative_to(ROOT)}: {word}")
+    assert seen > 50  # the docstrings were read
+    assert stale == [], stale
+
+
+def test_the_docstring_rule_finds_paths_and_nothing_else() -> None:
+    top_dirs = {"tests", "tools", "lmcache_compat"}
+    text = (
+        "one writer, tests/support/maintainer.json_lines, and tools/maintainer.py; the tiers\n"
+        "(tests/tiers/). lmcache.integration.vllm, vllm/v1/x.py, /opt/wheels and\n"
+        "lmcache_compat/upstream/data/releases/<version>.json, tests/x.py:12."
+    )
+    assert list(docstring_paths(text, top_dirs)) == [
+        "tests/support/maintainer.json_lines",
+        "tools/maintainer.py",
+        "tests/tiers/",
+        "lmcache_compat/upstream/data/releases/<version>.json",
+        "tests/x.py",
+    ]
 
 
 def test_every_relative_link_exists() -> None:

@@ -23,6 +23,7 @@ from unittest import mock
 import pytest
 
 from lmcache_compat import inputs
+from lmcache_compat.budgets import BUDGETS
 from lmcache_compat.errors import (
     ConfigFileError,
     DataFileError,
@@ -31,7 +32,6 @@ from lmcache_compat.errors import (
     UnsafeConfigError,
 )
 from lmcache_compat.report.cli import main
-from lmcache_compat.scan.budgets import BUDGETS
 from lmcache_compat.versions import parse_specifier, parse_version
 
 pytest_plugins = ["pytester"]

@@ -35,6 +35,9 @@ FACT_TABLES = {
     "issues.py",  # sglang/known/issues.py
     # lmcache-compat's own releases: when a deprecated module path is removed
     "_api.py",
+    # where each fact comes from: the release diff that shows a gate, the range of what no
+    # surface shows (upstream/provenance.py)
+    "provenance.py",
 }
 VERSION = re.compile(r"(?<![\w.])0\.\d+\.\d+")
 
@@ -84,6 +87,8 @@ def test_keywords_releases_gained_are_named_by_the_catalog_only() -> None:
         ("reader.py", "cache_salt"),
         # sglang's TreeCacheBuildContext field, read by name
         ("backend.py", "tp_group"),
+        # 0.3.3's name of the pinned lookup's id: the parameter its first release's diff shows
+        ("provenance.py", "request_id"),
     }
     found = [
         f"{path.name}:{line}: {text!r}"

@@ -108,6 +108,12 @@ class Finding:
         return f"{where}{self.key}: {self.kind} ({self.detail}); fix: {self.fix}"
 
 
+def _schema(version: str | ReleaseSchema | None) -> ReleaseSchema:
+    """:func:`release_schema`, without a call into the schema module for a schema already
+    read (``check_file`` hands its own to :func:`check_config`)."""
+    return version if isinstance(version, ReleaseSchema) else release_schema(version)
+
+
 def _dropped(name: str, out: NameOutcome, target: ReleaseSchema, line: int | None) -> Finding:
     deprecated = target.deprecated.get(name)
     alias = target.aliases.get(name)
@@ -198,7 +204,7 @@ def check_config(
     """What release ``version`` (``None``: the installed one) does with the configuration
     ``mapping`` (a file's top level, in file order): keys it ignores, renames or parses
     differently, each with the fix. ``lines``: key -> its line in the file."""
-    target = release_schema(version)
+    target = _schema(version)
     lines = lines or {}
     findings: list[Finding] = []
     #: key -> (name, line, is a fallback): who sets it last.
@@ -263,7 +269,7 @@ def check_file(
     line numbers; the earlier lines of a duplicate key are findings too (the last one wins)."""
     from lmcache_compat.config.yamlread import read_config_file  # lazy: optional dependency
 
-    target = release_schema(version)
+    target = _schema(version)
     doc = read_config_file(path)
     if doc.mapping is None:
         if target.loader.empty_file == "fails":
@@ -360,7 +366,7 @@ def check_environment(
     ``config_file``: whether a configuration file is named (default: whether ``environ`` sets
     the release's file variable); releases that read no variable once a file is named
     (0.3.0 ... 0.3.5) then ignore every ``LMCACHE_<KEY>``."""
-    target = release_schema(version)
+    target = _schema(version)
     prefix = target.loader.env_prefix or "LMCACHE_"
     file_env = target.loader.config_file_env
     if config_file is None:
@@ -491,7 +497,7 @@ def check_active(
     its file variable names, and the variables (on top of the file where the release applies
     them; a file value a variable overrides is a finding too). Returns ``(file, findings)``."""
     environ = os.environ if environ is None else environ
-    target = release_schema(version)
+    target = _schema(version)
     file_env = target.loader.config_file_env
     path = environ.get(file_env) if file_env else None
     findings: list[Finding] = []

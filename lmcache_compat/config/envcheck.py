@@ -1,6 +1,9 @@
 """Deprecated after 0.2.0: merged into :mod:`lmcache_compat.config.check` (one module checks a
 file, the environment and the active configuration); this path is removed in 0.3.0. Importing
-it gives that module, with one :class:`DeprecationWarning` (``lmcache_compat._api.MOVED``).
+it gives that module, with one :class:`DeprecationWarning` naming what to use instead
+(``lmcache_compat._api.MOVED``, ``INSTEAD``).
+
+Use instead: :func:`lmcache_compat.config.check_environment` (supported).
 """
 
 from __future__ import annotations

@@ -229,11 +229,13 @@ class ReleaseSchema:
     notes: tuple[str, ...] = field(default=())
     #: ``"shipped"``, or ``"scanned"`` (read from an installed release the data does not list).
     source: str = "shipped"
+    #: :attr:`version` parsed, once: the other config/ modules compare releases by it without
+    #: calling back into this one.
+    parsed_version: Version = field(init=False, repr=False)
 
-    @property
-    def parsed_version(self) -> Version:
-        # a scanned schema's version is an installed release's: the reader contract
-        return parse_version(self.version)
+    def __post_init__(self) -> None:
+        # the reader contract: a scanned schema's version is an installed release's
+        object.__setattr__(self, "parsed_version", parse_version(self.version))
 
     def env_name(self, key: str) -> str:
         return f"{self.loader.env_prefix or ''}{key.upper()}"

@@ -10,7 +10,7 @@ Every bad input is one :class:`~lmcache_compat.errors.ConfigFileError` line, nev
 (the reader contract, :mod:`lmcache_compat.inputs`): not UTF-8, not YAML (a control character
 included), a hostile tag, a value no constructor can convert, a top level that is not a mapping,
 aliases that expand past the budget (an alias bomb), a file over its size, depth or number
-budget (:class:`~lmcache_compat.scan.budgets.Budgets` ``config_bytes``, ``config_nodes``,
+budget (:class:`~lmcache_compat.budgets.Budgets` ``config_bytes``, ``config_nodes``,
 ``input_depth``, ``number_chars``: the last two measured on the text before PyYAML reads it).
 PyYAML is an optional dependency (``pip install 'lmcache-compat[config]'``).
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lmcache_compat.budgets import BUDGETS, Budgets
 from lmcache_compat.errors import (
     ConfigFileError,
     MissingExtraError,
@@ -31,7 +32,6 @@ from lmcache_compat.errors import (
     UnsafeConfigError,
 )
 from lmcache_compat.inputs import check_yaml, guarded, shown
-from lmcache_compat.scan.budgets import BUDGETS, Budgets
 from lmcache_compat.scan.sources import read_regular_file
 
 __all__ = ["YamlDocument", "extra_hint", "read_config_bytes", "read_config_file", "require"]

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 from lmcache_compat.core.adapter import BoundAdapter
 from lmcache_compat.core.arguments import Downgrades, normalise_allow
-from lmcache_compat.core.binding import property_getter
+from lmcache_compat.core.binding import Binding, property_getter
 from lmcache_compat.core.catalog import Capability, fallback_table
 from lmcache_compat.core.probes import facts_for_class
 from lmcache_compat.core.roles import MP_SCHEDULER, MP_WORKER
@@ -323,6 +323,13 @@ class MPWorkerAdapter(_MPAdapter):
             raise_absent=(Capability.MP_LAZY_OFFLOAD,),
         )
         self.servers = {}
+        self._bind_submits(binding)
+        self._track_retrieves(binding, retrieve_records)
+        self._bind_load_store_op(binding, load_store_op)
+
+    def _bind_submits(self, binding: Binding) -> None:
+        """``register_kv_caches`` and the four ``submit_*`` calls, each over its release's
+        signature."""
         engine = binding.engine
         self.register_kv_caches = register_kv_caches_call(
             engine.register_kv_caches,
@@ -345,24 +352,34 @@ class MPWorkerAdapter(_MPAdapter):
                     batched=batched,
                 ),
             )
+
+    def _track_retrieves(self, binding: Binding, retrieve_records: RetrieveRecords | None) -> None:
+        """Failed retrieves fail closed: the submits and the finished calls go through the
+        ledger wherever the release keeps its retrieve results where they can be read."""
+        engine = binding.engine
         records = retrieve_records or read_records(binding.target_cls, self.lmcache_version)
         self.retrieve_ledger = None
-        if records is not None:
-            has_errors = Capability.MP_LOAD_ERROR_REPORTING in self.capabilities
-            ledger = RetrieveLedger(engine, records, release_reports_drops=has_errors)
-            self.retrieve_ledger = ledger
-            self.submit_retrieve_request = tracked_submit(self.submit_retrieve_request, ledger)
-            self.batched_submit_retrieve_requests = tracked_batched(
-                self.batched_submit_retrieve_requests, ledger
+        if records is None:
+            return
+        has_errors = Capability.MP_LOAD_ERROR_REPORTING in self.capabilities
+        ledger = RetrieveLedger(engine, records, release_reports_drops=has_errors)
+        self.retrieve_ledger = ledger
+        self.submit_retrieve_request = tracked_submit(self.submit_retrieve_request, ledger)
+        self.batched_submit_retrieve_requests = tracked_batched(
+            self.batched_submit_retrieve_requests, ledger
+        )
+        self.get_finished = tracked_finished(self.get_finished, ledger)
+        if Capability.MP_LAZY_OFFLOAD in self.capabilities:
+            self.get_finished_with_lazy_offload = tracked_finished(
+                self.get_finished_with_lazy_offload, ledger
             )
-            self.get_finished = tracked_finished(self.get_finished, ledger)
-            if Capability.MP_LAZY_OFFLOAD in self.capabilities:
-                self.get_finished_with_lazy_offload = tracked_finished(
-                    self.get_finished_with_lazy_offload, ledger
-                )
-            self.get_block_ids_with_load_errors = ledger.load_errors(
-                engine.get_block_ids_with_load_errors if has_errors else None
-            )
+        self.get_block_ids_with_load_errors = ledger.load_errors(
+            engine.get_block_ids_with_load_errors if has_errors else None
+        )
+
+    def _bind_load_store_op(self, binding: Binding, load_store_op: type | None) -> None:
+        """``make_load_store_op`` over the release's ``LoadStoreOp`` (the one passed, else the
+        one beside the adapter class); a call that raises when there is none."""
         op_cls = load_store_op
         if op_cls is None:
             module = _module_of(binding.target_cls)

@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lmcache_compat.core.arguments import ARG, Downgrades, apply
-from lmcache_compat.core.signatures import init_facts
+from lmcache_compat.core.arguments import ARG, Applied, Downgrades, apply
+from lmcache_compat.core.signatures import MethodFacts, init_facts
 from lmcache_compat.errors import UnsupportedArgumentError
 
 __all__ = ["MPConfig", "build_parallel_strategy", "mp_init_call"]
@@ -210,6 +210,44 @@ def mp_init_call(
     servers = apply(ARG.server_urls, facts, downgrades, given=_given, convert=list, emulate=one_url)
     servers.put(kwargs, urls)
     kwargs["vllm_block_size"] = config.block_size
+    strategy = _put_strategy(
+        kwargs,
+        cls,
+        facts,
+        config,
+        parallel_strategy_cls=parallel_strategy_cls,
+        downgrades=downgrades,
+    )
+    # ARG.tp_size: 0.4.1-0.4.4 take it; before, only MLA caches keyed by it are a loss
+    mla_tp = config.use_mla and config.tp_size > 1 and not strategy.takes
+    tp = apply(ARG.tp_size, facts, downgrades, given=_given)
+    if tp.takes:
+        tp.put(kwargs, config.tp_size)
+    elif mla_tp:
+        tp.put(kwargs, True)
+    for row in (ARG.mq_timeout, ARG.heartbeat_interval):  # 0.4.2; timing only before
+        apply(row, facts, downgrades, given=_given).put(kwargs, getattr(config, row.argument))
+    apply(ARG.extra_config, facts, downgrades, convert=dict).put(kwargs, config.extra_config)
+    # ARG.enable_kv_events (0.5.6): the worker's switch; dropped before (no events to enable)
+    apply(ARG.enable_kv_events, facts, downgrades).put(kwargs, config.enable_kv_events)
+    apply(ARG.required_chunk_alignment, facts, downgrades, given=_given).put(
+        kwargs, config.required_chunk_alignment
+    )
+    _refuse_unknown_required(cls, facts, kwargs, downgrades)
+    return {k: v for k, v in kwargs.items() if k in names or facts.signature is None}
+
+
+def _put_strategy(
+    kwargs: dict[str, Any],
+    cls: type,
+    facts: MethodFacts,
+    config: MPConfig,
+    *,
+    parallel_strategy_cls: type | None,
+    downgrades: Downgrades,
+) -> Applied:
+    """``parallel_strategy`` (0.4.4 on), else ``world_size`` and ``kv_rank``; 0.4.4 takes all
+    three. Returns the strategy's step (whether the release takes one)."""
     strategy = apply(
         ARG.parallel_strategy,
         facts,
@@ -229,24 +267,16 @@ def mp_init_call(
         if strategy.takes and parallel_strategy_cls is not None
         else config,
     )
-    if "world_size" in names and strategy.takes:  # 0.4.4 passes both
+    if "world_size" in facts.names and strategy.takes:  # 0.4.4 passes both
         kwargs["world_size"] = config.kv_world_size
         kwargs["kv_rank"] = config.kv_rank
-    # ARG.tp_size: 0.4.1-0.4.4 take it; before, only MLA caches keyed by it are a loss
-    mla_tp = config.use_mla and config.tp_size > 1 and not strategy.takes
-    tp = apply(ARG.tp_size, facts, downgrades, given=_given)
-    if tp.takes:
-        tp.put(kwargs, config.tp_size)
-    elif mla_tp:
-        tp.put(kwargs, True)
-    for row in (ARG.mq_timeout, ARG.heartbeat_interval):  # 0.4.2; timing only before
-        apply(row, facts, downgrades, given=_given).put(kwargs, getattr(config, row.argument))
-    apply(ARG.extra_config, facts, downgrades, convert=dict).put(kwargs, config.extra_config)
-    # ARG.enable_kv_events (0.5.6): the worker's switch; dropped before (no events to enable)
-    apply(ARG.enable_kv_events, facts, downgrades).put(kwargs, config.enable_kv_events)
-    apply(ARG.required_chunk_alignment, facts, downgrades, given=_given).put(
-        kwargs, config.required_chunk_alignment
-    )
+    return strategy
+
+
+def _refuse_unknown_required(
+    cls: type, facts: MethodFacts, kwargs: dict[str, Any], downgrades: Downgrades
+) -> None:
+    """A required parameter no row fills: a release lmcache-compat does not know yet."""
     unknown = {p.name for p in facts.params if facts.required(p.name) and p.name not in kwargs}
     if unknown:
         raise UnsupportedArgumentError(
@@ -254,7 +284,6 @@ def mp_init_call(
             f"{cls.__qualname__}.__init__ in LMCache {downgrades.version or 'unknown'} requires "
             f"{sorted(unknown)}, which lmcache-compat does not know; please report this release",
         )
-    return {k: v for k, v in kwargs.items() if k in names or facts.signature is None}
 
 
 def _one_server_url(

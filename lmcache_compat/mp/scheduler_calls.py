@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from lmcache_compat.core.arguments import ARG, Applied, Downgrades, apply
+from lmcache_compat.core.arguments import ARG, Applied, Downgrades, Put, apply
 from lmcache_compat.core.catalog import Capability as C
 from lmcache_compat.core.signatures import MethodFacts
 from lmcache_compat.core.tokens import (
@@ -114,6 +114,21 @@ def lookup_call(
     if convert is not None and salt.takes and configs.takes and reserve.takes:
         ready = bytes if found.encoding == "packed" else list  # passed without a conversion
         return _lookup_every_keyword(method, facts, (request, key), (ready, convert), start)
+    return _lookup_step_by_step(method, (request, key), convert is not None, tokens, steps)
+
+
+def _lookup_step_by_step(
+    method: Callable[..., Any],
+    names: tuple[str, str],
+    by_tokens: bool,
+    tokens: Applied,
+    steps: tuple[Applied, Applied, Applied, Applied],
+) -> Callable[..., Any]:
+    """The per-call path for a release that lacks a keyword (before 0.5.6): each argument's
+    step (pass, emulate, refuse or drop) in turn, then the method by keyword. ``by_tokens``:
+    the release looks up by token ids (0.3.14 on), else by vLLM block hashes (0.3.13)."""
+    request, key = names
+    salt, configs, start, reserve = steps
     start_step = start.put
 
     def lookup(
@@ -127,7 +142,7 @@ def lookup_call(
         start: int = 0,
     ) -> Any:
         kwargs: dict[str, Any] = {request: request_id}
-        if convert is not None:  # keyed by the request's tokens (0.3.14 on)
+        if by_tokens:  # keyed by the request's tokens (0.3.14 on)
             if token_ids is None:
                 raise TypeError("lookup(): this LMCache release looks up by token_ids; pass them")
             kwargs[key] = token_ids
@@ -172,50 +187,75 @@ def _lookup_every_keyword(
     release's form (``bytes`` packed, or a ``list`` of ids)."""
     request, key = names
     ready, convert = tokens  # token ids of type `ready` are passed as they are (one check)
-    with_start = start.takes
-    order = (request, key, SALT, CONFIGS, RESERVE, *((START,) if with_start else ()))
-    refuse_start = start.put
-    if facts.call_shape(order) == "positional":
-        if with_start:
+    order = (request, key, SALT, CONFIGS, RESERVE, *((START,) if start.takes else ()))
+    if facts.call_shape(order) != "positional":
+        return _lookup_by_keyword(method, names, tokens, start.put)
+    if start.takes:
+        return _lookup_positional(method, ready, convert)
+    return _lookup_positional_no_start(method, ready, convert, start.put)
 
-            def lookup_positional(
-                request_id: str,
-                token_ids: Sequence[int] | bytes | None = None,
-                block_hashes: Sequence[Any] | None = None,
-                *,
-                cache_salt: str | None = None,
-                request_configs: Mapping[str, Any] | None = None,
-                reserve_last_token: bool = False,
-                start: int = 0,
-            ) -> Any:
-                if type(token_ids) is not ready:
-                    token_ids = _convert(convert, token_ids)
-                return method(
-                    request_id, token_ids, cache_salt or "", request_configs,
-                    reserve_last_token, start,
-                )  # fmt: skip
 
-            return lookup_positional
+def _lookup_positional(
+    method: Callable[..., Any], ready: type, convert: Callable[[Any], Any]
+) -> Callable[..., Any]:
+    """0.5.7rc2's order: every argument positionally, ``start`` last."""
 
-        def lookup_positional_no_start(
-            request_id: str,
-            token_ids: Sequence[int] | bytes | None = None,
-            block_hashes: Sequence[Any] | None = None,
-            *,
-            cache_salt: str | None = None,
-            request_configs: Mapping[str, Any] | None = None,
-            reserve_last_token: bool = False,
-            start: int = 0,
-        ) -> Any:
-            if type(token_ids) is not ready:
-                token_ids = _convert(convert, token_ids)
-            if start:
-                refuse_start({}, start)  # ARG.start: refused, or (allowed) dropped
-            return method(
-                request_id, token_ids, cache_salt or "", request_configs, reserve_last_token
-            )
+    def lookup_positional(
+        request_id: str,
+        token_ids: Sequence[int] | bytes | None = None,
+        block_hashes: Sequence[Any] | None = None,
+        *,
+        cache_salt: str | None = None,
+        request_configs: Mapping[str, Any] | None = None,
+        reserve_last_token: bool = False,
+        start: int = 0,
+    ) -> Any:
+        if type(token_ids) is not ready:
+            token_ids = _convert(convert, token_ids)
+        return method(
+            request_id, token_ids, cache_salt or "", request_configs,
+            reserve_last_token, start,
+        )  # fmt: skip
 
-        return lookup_positional_no_start
+    return lookup_positional
+
+
+def _lookup_positional_no_start(
+    method: Callable[..., Any],
+    ready: type,
+    convert: Callable[[Any], Any],
+    refuse_start: Put,
+) -> Callable[..., Any]:
+    """0.5.6's order: every argument positionally; the release has no ``start``."""
+
+    def lookup_positional_no_start(
+        request_id: str,
+        token_ids: Sequence[int] | bytes | None = None,
+        block_hashes: Sequence[Any] | None = None,
+        *,
+        cache_salt: str | None = None,
+        request_configs: Mapping[str, Any] | None = None,
+        reserve_last_token: bool = False,
+        start: int = 0,
+    ) -> Any:
+        if type(token_ids) is not ready:
+            token_ids = _convert(convert, token_ids)
+        if start:
+            refuse_start({}, start)  # ARG.start: refused, or (allowed) dropped
+        return method(request_id, token_ids, cache_salt or "", request_configs, reserve_last_token)
+
+    return lookup_positional_no_start
+
+
+def _lookup_by_keyword(
+    method: Callable[..., Any],
+    names: tuple[str, str],
+    tokens: tuple[type, Callable[[Any], Any]],
+    refuse_start: Put,
+) -> Callable[..., Any]:
+    """Every keyword taken, in an order the signature does not guarantee: by keyword."""
+    request, key = names
+    ready, convert = tokens
 
     def lookup_by_keyword(
         request_id: str,

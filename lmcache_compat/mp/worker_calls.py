@@ -65,27 +65,39 @@ def submit_call(
     if facts.call_shape(head) == "keyword":
         method = _leading_by_name(method, head)
     if batched:
-        salts = apply(ARG.cache_salt, facts, downgrades, keyword=SALTS, given=_any)
-        configs_list = apply(
-            ARG.request_configs, facts, downgrades, keyword=CONFIGS_LIST, given=_any
-        )
+        return _batched_submit(method, facts, downgrades)
+    return _single_submit(method, facts, downgrades)
 
-        def batched_submit(
-            request_ids: Sequence[str],
-            ops: Sequence[Any],
-            event: Any,
-            *,
-            cache_salts: Sequence[str | None] | None = None,
-            request_configs_list: Sequence[Mapping[str, Any] | None] | None = None,
-        ) -> Any:
-            ids = list(request_ids)
-            kwargs: dict[str, Any] = {}
-            salts.put(kwargs, _optional_values(SALTS, cache_salts, len(ids)))
-            configs_list.put(kwargs, _optional_values(CONFIGS_LIST, request_configs_list, len(ids)))
-            return method(ids, list(ops), event, **kwargs)
 
-        return batched_submit
+def _batched_submit(
+    method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades
+) -> Callable[..., Any]:
+    """``submit_*_requests(request_ids, ops, event, *, cache_salts, request_configs_list)``."""
+    salts = apply(ARG.cache_salt, facts, downgrades, keyword=SALTS, given=_any)
+    configs_list = apply(ARG.request_configs, facts, downgrades, keyword=CONFIGS_LIST, given=_any)
 
+    def batched_submit(
+        request_ids: Sequence[str],
+        ops: Sequence[Any],
+        event: Any,
+        *,
+        cache_salts: Sequence[str | None] | None = None,
+        request_configs_list: Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> Any:
+        ids = list(request_ids)
+        kwargs: dict[str, Any] = {}
+        salts.put(kwargs, _optional_values(SALTS, cache_salts, len(ids)))
+        configs_list.put(kwargs, _optional_values(CONFIGS_LIST, request_configs_list, len(ids)))
+        return method(ids, list(ops), event, **kwargs)
+
+    return batched_submit
+
+
+def _single_submit(
+    method: Callable[..., Any], facts: MethodFacts, downgrades: Downgrades
+) -> Callable[..., Any]:
+    """``submit_*_request(request_id, op, event, *, cache_salt, request_configs)``: straight
+    through where the release takes both keywords in order, else each argument's step."""
     salt = apply(ARG.cache_salt, facts, downgrades)
     configs = apply(ARG.request_configs, facts, downgrades)
     order = (*HEAD, salt.keyword, configs.keyword)
@@ -175,16 +187,7 @@ def load_store_op_factory(
     tokens go into the op's token field in the form its annotation asks for (0.3.13
     ``block_hashes``, 0.3.14 ``token_ids: list[int]``, 0.5.7rc2 ``token_bytes: bytes``)."""
     facts = init_facts(op_cls)
-    where = downgrades.where
-    found = token_parameter(facts)
-    if found is None:
-        raise UnsupportedArgumentError(
-            "token_ids",
-            f"{where}: no field of {list(facts.names)} carries the tokens; please report this "
-            "release",
-        )
-    convert = tokens_converter(found, pack, where, missing_pack)
-    field_name = found.name  # type: ignore[union-attr]  # a TokenParameter (checked above)
+    field_name, convert = _token_field(facts, downgrades.where, pack, missing_pack)
     names = set(facts.names)
     skip = apply(ARG.skip_first_n_tokens, facts, downgrades)
     nested = _nested(facts.annotation("block_ids"))
@@ -230,6 +233,22 @@ def load_store_op_factory(
         return op_cls(**kwargs)
 
     return make_op
+
+
+def _token_field(
+    facts: MethodFacts, where: str, pack: Pack | None, missing_pack: str
+) -> tuple[str, Callable[[Any], Any] | None]:
+    """The op's field that carries the tokens, and the conversion into its form (``None``: the
+    field takes vLLM block hashes, 0.3.13)."""
+    found = token_parameter(facts)
+    if found is None:
+        raise UnsupportedArgumentError(
+            "token_ids",
+            f"{where}: no field of {list(facts.names)} carries the tokens; please report this "
+            "release",
+        )
+    convert = tokens_converter(found, pack, where, missing_pack)
+    return found.name, convert  # type: ignore[union-attr]  # a TokenParameter (checked above)
 
 
 def _first_group_only(downgrades: Downgrades) -> Callable[[dict[str, Any], Any], None]:

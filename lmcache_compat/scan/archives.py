@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, cast
 
+from lmcache_compat.budgets import Meter, over
 from lmcache_compat.errors import NotLMCacheError, ScanError, UnreadableArchiveError
-from lmcache_compat.scan.budgets import Meter, over
 from lmcache_compat.scan.sources import (
     SourceTree,
     artifact_description,

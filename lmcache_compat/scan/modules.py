@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from lmcache_compat.budgets import Meter, over
 from lmcache_compat.errors import InvalidSourceError, SourceTooLargeError
-from lmcache_compat.scan.budgets import Meter, over
 from lmcache_compat.scan.sources import SourceTree
 
 __all__ = ["ALLOWED_CODECS", "Index", "Module", "decode_source", "parse_source", "top_level"]

@@ -5,7 +5,7 @@ unpacked source tree or an installed distribution, **on demand** (a wheel's memb
 only when the scan asks for them; an sdist's gzip stream is read through once), and lists the
 package's Python files for a search by class name. Nothing is extracted to disk.
 
-Every read is bounded (:mod:`lmcache_compat.scan.budgets`; the README states the numbers): per
+Every read is bounded (:mod:`lmcache_compat.budgets`; the README states the numbers): per
 file, per scan, per archive; exceeding one is an error naming it.
 Every filesystem condition is one line: a target or member that is not a regular file (a
 directory, a FIFO, a device) is never opened; permission errors, escaping names, links and
@@ -21,12 +21,12 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from lmcache_compat.budgets import BUDGETS, Budgets, Meter, over
 from lmcache_compat.errors import (
     BudgetExceededError,
     NotLMCacheError,
     UnreadableArchiveError,
 )
-from lmcache_compat.scan.budgets import BUDGETS, Budgets, Meter, over
 from lmcache_compat.scan.describe import artifact_description
 
 __all__ = [

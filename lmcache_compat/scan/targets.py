@@ -8,9 +8,9 @@ import stat
 import sys
 from pathlib import Path
 
+from lmcache_compat.budgets import Meter
 from lmcache_compat.distributions import installed_package
 from lmcache_compat.errors import NotLMCacheError, SourceNotFoundError, UnreadableArchiveError
-from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.sources import DirTree, SourceTree, describe_mode, metadata_of_dir
 
 __all__ = ["open_source"]

@@ -27,8 +27,8 @@ import ast
 import os
 from typing import Any
 
+from lmcache_compat.budgets import Meter
 from lmcache_compat.errors import NotLMCacheError
-from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.scan.sources import SourceTree
 from lmcache_compat.scan.targets import open_source

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from lmcache_compat.budgets import Meter
 from lmcache_compat.core.roles import role_named
 from lmcache_compat.errors import AmbiguousLocationError, ScanError, UpstreamNotFoundError
-from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import ClassReader
 from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.scan.sources import directory_tree, package_root

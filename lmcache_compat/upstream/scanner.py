@@ -17,11 +17,11 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from lmcache_compat.budgets import Meter
 from lmcache_compat.core.catalog import CATALOG
 from lmcache_compat.core.signatures import MethodFacts, to_json
 from lmcache_compat.core.surface import release_capabilities, render_surface, undecided
 from lmcache_compat.errors import InvalidSourceError, NotLMCacheError
-from lmcache_compat.scan.budgets import Meter
 from lmcache_compat.scan.classreader import ClassReader, function_facts
 from lmcache_compat.scan.modules import Index
 from lmcache_compat.scan.sources import SourceTree

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lmcache_compat.budgets import Budgets
 from lmcache_compat.config.yamlread import read_config_bytes, read_config_file
 from lmcache_compat.errors import (
     ConfigFileError,
@@ -19,7 +20,6 @@ from lmcache_compat.errors import (
     UnsafeConfigError,
 )
 from lmcache_compat.installation import install_hint
-from lmcache_compat.scan.budgets import Budgets
 
 
 def _read(text: str | bytes, budgets: Budgets | None = None):  # type: ignore[no-untyped-def]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import ADAPTER_0_3_10_POST2, ENGINE, ENGINE_0_3_10_POST2, V1, make_tree
 

@@ -24,6 +24,8 @@ from lmcache_compat import (
     NotAnEngineError,
     probe,
 )
+from lmcache_compat import budgets as sources_mod
+from lmcache_compat.budgets import BUDGETS, Meter
 from lmcache_compat.errors import (
     BudgetExceededError,
     InvalidSourceError,
@@ -31,8 +33,6 @@ from lmcache_compat.errors import (
     UnreadableArchiveError,
 )
 from lmcache_compat.report.cli import main
-from lmcache_compat.scan import budgets as sources_mod
-from lmcache_compat.scan.budgets import BUDGETS, Meter
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree, make_wheel, metadata

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from lmcache_compat import budgets as sources
 from lmcache_compat.core.catalog import owned_by
 from lmcache_compat.core.probes import live_surface, probe
 from lmcache_compat.core.roles import CONNECTOR
@@ -23,7 +24,6 @@ from lmcache_compat.core.signatures import (
     to_json,
 )
 from lmcache_compat.report.cli import main
-from lmcache_compat.scan import budgets as sources
 from lmcache_compat.scan.classreader import function_facts
 from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import (

@@ -11,8 +11,8 @@ from lmcache_compat.core.probes import live_surface
 from lmcache_compat.core.roles import CONNECTOR
 from lmcache_compat.core.surface import render_surface
 from lmcache_compat.report.cli import main
-from lmcache_compat.report.diff import ReleaseView, diff_releases
 from lmcache_compat.report.tables import matrix_markdown
+from lmcache_compat.upstream.diff import ReleaseView, diff_releases
 from lmcache_compat.upstream.matrix import ReleaseMatrix, ReleaseRow, load_matrix
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_wheel
 from tests.support.behaviour import check_row_behaviour

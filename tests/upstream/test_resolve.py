@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.upstream.resolve import clear_find_cache, find, static_members, where
 from lmcache_compat.upstream.scanner import scan
 from tests.support.archives import ADAPTER_0_3_10_POST2, V1, make_tree

@@ -29,7 +29,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from lmcache_compat.scan.budgets import BUDGETS, Meter
+from lmcache_compat.budgets import BUDGETS, Meter
 from lmcache_compat.scan.classreader import ClassReader
 from lmcache_compat.scan.modules import Index, Module
 from lmcache_compat.scan.sources import SourceTree

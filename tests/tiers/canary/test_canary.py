@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from lmcache_compat.errors import NotInMatrixError
-from lmcache_compat.report.diff import ChangeKind, ReleaseView, diff_releases
+from lmcache_compat.upstream.diff import ChangeKind, ReleaseView, diff_releases
 from lmcache_compat.upstream.grid import ASPECTS, CONNECTOR_KEYS, load_grid
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import ScanResult, scan
@@ -129,7 +129,7 @@ def test_live_probe_agrees_with_the_static_scan(
 def test_seed_scenario_on_the_newest_vllm(
     plan: dict[str, Any], tmp_path: Path, report: dict[str, dict[str, Any]]
 ) -> None:
-    from tests.tiers.real.sweep import quiet_env
+    from tools.lmcache_targets import quiet_env
 
     version = plan["lmcache"]["version"]
     target = plan["lmcache"]["target"]

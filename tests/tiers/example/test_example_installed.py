@@ -23,7 +23,8 @@ from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
 from tests.tiers.example.run import Outcome, copy_example, failing_releases, run_example
 from tests.tiers.example.test_example import BUGS
-from tests.tiers.real.sweep import ROOT, install, quiet_env
+from tests.tiers.real.sweep import ROOT
+from tools.lmcache_targets import install, quiet_env
 
 pytestmark = pytest.mark.real
 

@@ -30,13 +30,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lmcache_compat.budgets import BUDGETS
 from lmcache_compat.config.history import apply_transform
 from lmcache_compat.config.migrate import migrate_file
 from lmcache_compat.errors import LMCacheCompatError, NotAFrontEndError
 from lmcache_compat.mp.server import RELEASE_CHARS, release_of_reply
 from lmcache_compat.report.cli import main
 from lmcache_compat.report.statuses import STATUSES, exit_status
-from lmcache_compat.scan.budgets import BUDGETS
 from lmcache_compat.versions import parse_version
 
 pytestmark = pytest.mark.fuzz

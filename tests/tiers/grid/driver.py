@@ -76,7 +76,7 @@ def pairs_for(vllm: str) -> tuple[str, ...]:
 
 def confine(work: Path) -> None:
     """Caches and temp files of vLLM / LMCache under ``work`` (before importing them)."""
-    from tests.tiers.real.sweep import quiet_env
+    from tools.lmcache_targets import quiet_env
 
     os.environ.update(quiet_env(work / "env"))
 

@@ -19,18 +19,21 @@ Prints the wall time of each part.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
+from tools import lmcache_targets
 from tools.paths import vllm_constraints
 from tools.uv_install import uv_install
 
 ROOT = Path(__file__).resolve().parents[3]
 PREFIX = "grid-vllm"
+#: The --target installs (``tools/lmcache_targets.py``), read by the serve tier as this module's.
+install_release = lmcache_targets.install_release
+release_installed = lmcache_targets.release_installed
 TORCH = "2.13.0"
 
 
@@ -50,22 +53,6 @@ def wheel_releases() -> list[str]:
     from lmcache_compat.upstream.matrix import load_matrix
 
     return [r.version for r in load_matrix().rows if r.artifact.endswith(".whl")]
-
-
-def release_installed(target: Path, version: str) -> bool:
-    return (target / "lmcache").is_dir() and (target / f"lmcache-{version}.dist-info").is_dir()
-
-
-def install_release(version: str, releases_dir: Path) -> Path:
-    """``uv pip install --no-deps --target RELEASES_DIR/VERSION lmcache==VERSION`` (kept if
-    present)."""
-    target = releases_dir / version
-    if release_installed(target, version):
-        return target
-    if target.exists():
-        shutil.rmtree(target)
-    uv_install(f"lmcache=={version}", target=target)
-    return target
 
 
 def check_versions(vllm: str) -> str:

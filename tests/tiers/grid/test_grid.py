@@ -60,7 +60,7 @@ def releases_dir() -> Path:
 @pytest.fixture(scope="session")
 def measured(tmp_path_factory: pytest.TempPathFactory, releases_dir: Path) -> dict[str, Any]:
     """The driver's report (one process, a forked child per release)."""
-    from tests.tiers.real.sweep import quiet_env
+    from tools.lmcache_targets import quiet_env
 
     work = tmp_path_factory.mktemp("grid")
     env = quiet_env(work / "parent")

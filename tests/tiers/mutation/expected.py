@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lmcache_compat.core.catalog import Capability
-from lmcache_compat.report.diff import ChangeKind as K
 from lmcache_compat.upstream import locations as loc
+from lmcache_compat.upstream.diff import ChangeKind as K
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

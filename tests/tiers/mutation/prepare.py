@@ -17,7 +17,8 @@ from pathlib import Path
 
 from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
-from tests.tiers.grid.prepare import check_versions, constraints_file, install_release
+from tests.tiers.grid.prepare import check_versions, constraints_file
+from tools.lmcache_targets import install_release
 from tools.uv_install import uv_install
 
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from lmcache_compat.report.diff import ChangeKind as K
-from lmcache_compat.report.diff import ReleaseDiff, ReleaseView, diff_releases
+from lmcache_compat.upstream.diff import ChangeKind as K
+from lmcache_compat.upstream.diff import ReleaseDiff, ReleaseView, diff_releases
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import ScanResult, scan
 from tests.tiers.mutation.edits import copy_tree

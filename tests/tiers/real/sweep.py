@@ -17,46 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tools.lmcache_targets import install, quiet_env
 from tools.paths import TIERS
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def quiet_env(tmp: Path) -> dict[str, str]:
-    """Environment for importing vLLM/LMCache offline without writing outside ``tmp``."""
-    env = dict(os.environ)
-    for key, sub in {
-        "VLLM_CACHE_ROOT": "vllm",
-        "XDG_CACHE_HOME": "xdg",
-        "HF_HOME": "hf",
-        "PROMETHEUS_MULTIPROC_DIR": "prometheus",
-        "TORCHINDUCTOR_CACHE_DIR": "inductor",
-        "TMPDIR": "tmp",
-    }.items():
-        (tmp / sub).mkdir(parents=True, exist_ok=True)
-        env[key] = str(tmp / sub)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", LMCACHE_DISABLE_BANNER="1")
-    return env
-
-
-def release_dir(version: str, dest: Path) -> Path:
-    """Where :func:`install` puts (or finds) LMCache ``version``: the grid tier's shared
-    ``$LMCACHE_COMPAT_GRID_RELEASES/VERSION`` when it holds the release, else ``dest/VERSION``."""
-    shared = os.environ.get("LMCACHE_COMPAT_GRID_RELEASES")
-    if shared and (Path(shared) / version / "lmcache").is_dir():
-        return Path(shared) / version
-    return dest / version
-
-
-def install(version: str, dest: Path) -> Path:
-    """LMCache ``version`` installed with ``--no-deps --target`` (kept if present; the grid
-    tier's copy when there is one, see :func:`release_dir`)."""
-    from tests.tiers.grid.prepare import install_release
-
-    target = release_dir(version, dest)
-    if (target / "lmcache").is_dir():
-        return target
-    return install_release(version, dest)
 
 
 def introspect(target: Path, tmp: Path) -> dict[str, Any]:

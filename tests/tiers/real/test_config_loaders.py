@@ -24,8 +24,8 @@ from tests.support.config_probes import (
     run_probe,
     unknown_warnings,
 )
-from tests.tiers.real.sweep import install
 from tests.tiers.release.fetch_sdist import main as fetch_sdist
+from tools.lmcache_targets import install
 
 pytestmark = [
     pytest.mark.real,

@@ -23,7 +23,8 @@ import pytest
 from lmcache_compat.upstream.grid import load_grid
 from lmcache_compat.upstream.matrix import load_matrix
 from lmcache_compat.upstream.scanner import scan
-from tests.tiers.real.sweep import module_facts, present_modules, release_dir, sweep
+from tests.tiers.real.sweep import module_facts, present_modules, sweep
+from tools.lmcache_targets import release_dir
 from tools.paths import TIERS
 
 pytestmark = pytest.mark.real
@@ -177,7 +178,8 @@ def test_mp_adapter_calls_bind_to_the_real_classes(
     import subprocess
     import sys
 
-    from tests.tiers.real.sweep import ROOT, quiet_env
+    from tests.tiers.real.sweep import ROOT
+    from tools.lmcache_targets import quiet_env
 
     env = quiet_env(work / "tmp" / f"mp-{version}")
     env["PYTHONPATH"] = os.pathsep.join([str(release_dir(version, work / "releases")), str(ROOT)])
@@ -208,7 +210,8 @@ def test_doctor_beside_real_vllm(
     import subprocess
     import sys
 
-    from tests.tiers.real.sweep import ROOT, quiet_env
+    from tests.tiers.real.sweep import ROOT
+    from tools.lmcache_targets import quiet_env
 
     env = quiet_env(work / "tmp" / f"doctor-{version}")
     env["PYTHONPATH"] = os.pathsep.join([str(release_dir(version, work / "releases")), str(ROOT)])
@@ -238,7 +241,7 @@ def test_vllm_loads_the_plugin_and_finds_the_connector_by_name(work: Path) -> No
     import subprocess
     import sys
 
-    from tests.tiers.real.sweep import quiet_env
+    from tools.lmcache_targets import quiet_env
 
     eps = [
         ep

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
-from tests.tiers.grid.prepare import install_release, release_installed
+from tools.lmcache_targets import install_release, release_installed
 from tools.uv_install import uv_install
 
 HERE = Path(__file__).resolve().parent

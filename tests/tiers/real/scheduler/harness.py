@@ -18,7 +18,7 @@ Setup cost (2-core machine): importing vLLM and LMCache takes 4-7 s; the first `
 in a fresh ``VLLM_CACHE_ROOT`` inspects the model class in a subprocess (6-11 s; the result is
 cached under ``VLLM_CACHE_ROOT/modelinfos``, so later configs in the process take milliseconds);
 a scheduler with its connector, a step, and ``update_from_output`` take milliseconds. Set the
-cache-related environment (``tests.tiers.real.sweep.quiet_env``) before importing vLLM.
+cache-related environment (``tools.lmcache_targets.quiet_env``) before importing vLLM.
 """
 
 from __future__ import annotations
@@ -26,17 +26,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-import inspect
-import json
 import logging
-import shutil
 import time
-import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tools import vllm_config
 
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
@@ -47,140 +45,18 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import ModelRunnerOutput
     from vllm.v1.request import Request
 
-#: The tiny Llama fixture (``config.json`` only: the scheduler never loads weights).
-FIXTURE_DIR = Path(__file__).resolve().parent / "tiny-llama"
-BLOCK_SIZE = 16
 EOS_TOKEN_ID = 2  # the fixture's eos_token_id
+#: The config of the tiny model (``tools/vllm_config.py``, shared with the benchmarks), read by
+#: the tiers as this module's names.
+FIXTURE_DIR = vllm_config.FIXTURE_DIR
+BLOCK_SIZE = vllm_config.BLOCK_SIZE
+accepted_kwargs = vllm_config.accepted_kwargs
+prepare_model_dir = vllm_config.prepare_model_dir
+model_num_layers = vllm_config.model_num_layers
+tiny_model_config = vllm_config.tiny_model_config
+make_vllm_config = vllm_config.make_vllm_config
 #: Where vLLM's scheduler logs "Recovered from KV load failure" / "Failing N request(s) ...".
 SCHEDULER_LOGGER = "vllm.v1.core.sched.scheduler"
-
-
-def accepted_kwargs(target: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The items of ``kwargs`` that ``target``'s signature accepts (all if it takes ``**kw``)."""
-    params = inspect.signature(target).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return dict(kwargs)
-    return {k: v for k, v in kwargs.items() if k in params}
-
-
-def prepare_model_dir(tmp_dir: Path) -> Path:
-    """Copy the tiny-Llama ``config.json`` into ``tmp_dir/tiny-llama`` and return that folder."""
-    model_dir = Path(tmp_dir) / "tiny-llama"
-    model_dir.mkdir(parents=True, exist_ok=True)
-    target = model_dir / "config.json"
-    if not target.exists():
-        shutil.copyfile(FIXTURE_DIR / "config.json", target)
-    return model_dir
-
-
-def model_num_layers(model_dir: Path) -> int:
-    config: dict[str, Any] = json.loads((Path(model_dir) / "config.json").read_text())
-    return int(config["num_hidden_layers"])
-
-
-def tiny_model_config(tmp_dir: Path, max_model_len: int = 1024) -> Any:
-    """vLLM's ``ModelConfig`` of the tiny model prepared under ``tmp_dir`` (only the keyword
-    arguments this vLLM's ``ModelConfig`` accepts)."""
-    from vllm.config import ModelConfig
-
-    model_dir = prepare_model_dir(tmp_dir)
-    return ModelConfig(
-        **accepted_kwargs(
-            ModelConfig,
-            {
-                "model": str(model_dir),
-                "tokenizer": str(model_dir),
-                "skip_tokenizer_init": True,
-                "dtype": "float16",
-                "seed": 0,
-                "max_model_len": max_model_len,
-            },
-        )
-    )
-
-
-def make_vllm_config(
-    tmp_dir: Path,
-    connector_name: str,
-    connector_module_path: str | None = None,
-    kv_load_failure_policy: str | None = None,
-    extra_config: Mapping[str, Any] | None = None,
-    *,
-    block_size: int = BLOCK_SIZE,
-    max_num_seqs: int = 16,
-    max_num_batched_tokens: int = 1024,
-    max_model_len: int = 1024,
-    engine_id: str | None = None,
-) -> VllmConfig:
-    """A ``VllmConfig`` for the tiny model on CPU with ``kv_role="kv_both"``.
-
-    ``kv_load_failure_policy=None`` leaves the field out, so vLLM's own default applies (read it
-    back from ``config.kv_transfer_config.kv_load_failure_policy``). ``extra_config`` becomes
-    ``kv_connector_extra_config`` (LMCache reads its ``"lmcache.<key>"`` entries).
-
-    ``engine_id`` defaults to a short random id, not vLLM's 36-character uuid: LMCache puts it
-    in an IPC socket path under ``VLLM_RPC_BASE_PATH`` (the temp dir), and with a uuid a temp
-    dir longer than ~29 characters exceeds the 107-byte ``sockaddr_un`` limit. LMCache 0.5.6
-    shortens such paths itself; 0.4.x then runs its scheduler role in "degraded mode" (no
-    lookup client, 0 hits) and 0.3.9.post1 raises ``ZMQError: File name too long``.
-    """
-    from vllm.config import (
-        CacheConfig,
-        DeviceConfig,
-        KVTransferConfig,
-        SchedulerConfig,
-        VllmConfig,
-    )
-
-    model_config = tiny_model_config(tmp_dir, max_model_len)
-    scheduler_config = SchedulerConfig(
-        **accepted_kwargs(
-            SchedulerConfig,
-            {
-                "max_num_seqs": max_num_seqs,
-                "max_num_batched_tokens": max_num_batched_tokens,
-                "max_model_len": max_model_len,
-                "enable_chunked_prefill": True,
-                "is_encoder_decoder": bool(getattr(model_config, "is_encoder_decoder", False)),
-                # One batch in flight: the plain Scheduler, no deferred block frees.
-                "async_scheduling": False,
-            },
-        )
-    )
-    cache_config = CacheConfig(
-        **accepted_kwargs(
-            CacheConfig,
-            {
-                "block_size": block_size,
-                "gpu_memory_utilization": 0.9,
-                "enable_prefix_caching": True,
-            },
-        )
-    )
-    transfer: dict[str, Any] = {
-        "kv_connector": connector_name,
-        "kv_connector_module_path": connector_module_path,
-        "kv_role": "kv_both",
-        "kv_connector_extra_config": dict(extra_config or {}),
-        "engine_id": engine_id or f"e{uuid.uuid4().hex[:8]}",
-    }
-    if kv_load_failure_policy is not None:
-        if "kv_load_failure_policy" not in inspect.signature(KVTransferConfig).parameters:
-            raise TypeError("this vLLM's KVTransferConfig has no kv_load_failure_policy")
-        transfer["kv_load_failure_policy"] = kv_load_failure_policy
-    kv_transfer_config = KVTransferConfig(**accepted_kwargs(KVTransferConfig, transfer))
-    return VllmConfig(
-        **accepted_kwargs(
-            VllmConfig,
-            {
-                "model_config": model_config,
-                "scheduler_config": scheduler_config,
-                "cache_config": cache_config,
-                "device_config": DeviceConfig("cpu"),
-                "kv_transfer_config": kv_transfer_config,
-            },
-        )
-    )
 
 
 def make_kv_cache_config(vllm_config: VllmConfig, num_blocks: int) -> KVCacheConfig:

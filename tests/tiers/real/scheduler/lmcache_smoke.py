@@ -1,7 +1,7 @@
 """Scheduler-side KV-load-failure flow with vLLM's own ``LMCacheConnectorV1`` and real LMCache.
 
 Run in a fresh process (``test_harness_smoke.py`` does, with the LMCache release first on
-``PYTHONPATH`` and the cache environment of ``tests.tiers.real.sweep.quiet_env``)::
+``PYTHONPATH`` and the cache environment of ``tools.lmcache_targets.quiet_env``)::
 
     python -m tests.tiers.real.scheduler.lmcache_smoke TMP_DIR RESULT_JSON
 

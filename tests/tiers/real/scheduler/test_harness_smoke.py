@@ -26,7 +26,8 @@ from typing import Any
 
 import pytest
 
-from tests.tiers.real.sweep import ROOT, install, quiet_env
+from tests.tiers.real.sweep import ROOT
+from tools.lmcache_targets import install, quiet_env
 
 pytestmark = pytest.mark.real
 
