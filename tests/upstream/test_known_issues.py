@@ -139,3 +139,44 @@ def test_every_measured_problem_is_in_the_verdict() -> None:
                     checked += 1
             assert rank[v.verdict] >= rank[worst], (tier.vllm, release, v.verdict)
     assert checked > 50
+
+
+# --- the MP rows: how we know, and what is offered --------------------------------------------
+
+FAILED_RETRIEVE = "mp-failed-retrieve-reported-loaded"
+
+
+@pytest.mark.parametrize(
+    ("lmcache", "source", "words"),
+    [
+        # measured against real MP servers (a never-stored retrieve reported loaded)
+        ("0.4.6", "verified", "measured on this release"),
+        ("0.4.7", "verified", "measured on this release"),
+        ("0.5.0", "verified", "measured on this release"),
+        ("0.5.4", "verified", "measured on this release"),
+        # read, not run: no CPU transfer before 0.4.6; 0.5.1 ... 0.5.3 not measured
+        ("0.3.13", "reference", "read from this release's source, not run"),
+        ("0.4.5", "reference", "read from this release's source, not run"),
+        ("0.5.1", "reference", "read from this release's source, not run"),
+        ("0.5.3", "reference", "read from this release's source, not run"),
+    ],
+)
+def test_failed_retrieve_row_says_measured_only_where_measured(
+    lmcache: str, source: str, words: str
+) -> None:
+    (found,) = [i for i in verdict("0.32.0", lmcache).issues if i.key == FAILED_RETRIEVE]
+    assert found.source == source
+    assert words in found.problem
+    assert "measured" not in found.problem or source == "verified"
+
+
+def test_failed_retrieve_rows_cover_0_3_13_to_0_5_4_once() -> None:
+    from packaging.version import Version
+
+    from lmcache_compat.upstream.known_issues import applies
+
+    rows = [r for r in KNOWN_ISSUES if r.key == FAILED_RETRIEVE]
+    for release in [r.version for r in load_matrix().rows]:
+        hits = [r for r in rows if applies(r, Version("0.32.0"), Version(release))]
+        inside = Version("0.3.13") <= Version(release) <= Version("0.5.4")
+        assert len(hits) == (1 if inside else 0), release
