@@ -222,8 +222,9 @@ def _grid_with_compat_mp(status: str) -> object:
                 )
                 for v, p in tier.mp.items()
             }
-            tier = replace(tier, mp=mp)
-        tiers.append(tier)
+            tiers.append(replace(tier, mp=mp))
+        else:
+            tiers.append(tier)
     return Grid(tiers, grid.meta)
 
 
