@@ -417,9 +417,9 @@ def failed_retrieve_steps(
     adapter and ours side by side, against the same server; then successes with ours."""
     timeout = spec["poll_timeout"]
     blocks = list(range(32, 64))
-    if spec.get("never_stored_blocks"):
+    if spec.get("never_stored_not_run"):
         with s.step("failed_retrieve_never_stored") as r:
-            r["not_run"] = "the release's submit blocks without a timeout (tier.py)"
+            r["not_run"] = spec["never_stored_not_run"]  # the reason (tier.py)
         return
     with s.step("failed_retrieve_never_stored") as r:
         cls = worker_class()

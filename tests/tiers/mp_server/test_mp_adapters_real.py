@@ -41,7 +41,7 @@ from lmcache_compat.upstream.matrix import load_matrix
 from tests.tiers.mp_server.survey import CUDA_ONLY_WORKER
 from tests.tiers.mp_server.tier import (
     MQ_TIMEOUT,
-    NEVER_STORED_BLOCKS_SUBMIT,
+    NEVER_STORED_NOT_RUN,
     STALL_SECONDS,
     Tier,
     default_budget,
@@ -326,8 +326,9 @@ def test_failed_retrieve_never_stored_reference_vs_ours(tier: Tier, version: str
     if r["transfer_flags"] is None:  # no CPU transfer mode: the worker cannot run (above)
         return
     f = ok(steps(r)["failed_retrieve_never_stored"])
-    if version in NEVER_STORED_BLOCKS_SUBMIT:
-        assert "not_run" in f and "successful_retrieves" not in steps(r)
+    if version in NEVER_STORED_NOT_RUN:
+        assert f["not_run"] == NEVER_STORED_NOT_RUN[version], f
+        assert f["not_run"].startswith("not run here: ") and "successful_retrieves" not in steps(r)
         return
     blocks = f["op_block_ids"]
     assert f["own_lookup_hits"] == 0 and f["ours_lookup_hits"] == 0
@@ -346,7 +347,7 @@ def test_no_false_failure_over_successful_retrieves(tier: Tier, version: str) ->
     r = job(tier, f"release-{version}")
     if r["transfer_flags"] is None:
         return
-    if version in NEVER_STORED_BLOCKS_SUBMIT:
+    if version in NEVER_STORED_NOT_RUN:
         return
     g = ok(steps(r)["successful_retrieves"])
     assert g["finished"] == g["retrieves"] and g["false_failure_ids"] == 0, g

@@ -56,11 +56,17 @@ CLIENT_TIMEOUT = 240.0
 #: Successful retrieves per release where the failed-retrieve steps run (8 releases: over 1,000
 #: in all), each checked for a false failure; ``LMCACHE_COMPAT_MP_TIER_SUCCESSES`` overrides.
 SUCCESSES = int(os.environ.get("LMCACHE_COMPAT_MP_TIER_SUCCESSES", "126"))
-#: Measured (2026-12-02): on 0.4.6 and 0.4.7 a retrieve of keys never stored blocks the worker's
-#: submit forever (the CPU transfer waits for the server's reply without a timeout:
-#: lmcache/v1/multiprocess/non_gpu_context_pickle.py:83 on 0.4.6), which kills the client and
-#: every later step; the failed-retrieve steps record that instead of running there.
-NEVER_STORED_BLOCKS_SUBMIT = ("0.4.6", "0.4.7")
+#: Releases where the failed-retrieve steps (a never-stored retrieve, then the successes) are
+#: not run, and why: recorded as the step's ``not_run``, never as a result. 0.4.6 and 0.4.7: an
+#: earlier run of this tier saw the release's submit of a never-stored retrieve not return,
+#: while the MP issue's author measured that retrieve resolving False there, and by reading the
+#: CPU transfer waits at most mq_timeout for the server's reply
+#: (lmcache/v1/multiprocess/non_gpu_context_pickle.py:83 on 0.4.6); it was not re-run.
+NEVER_STORED_NOT_RUN: dict[str, str] = dict.fromkeys(
+    ("0.4.6", "0.4.7"),
+    "not run here: the never-stored retrieve was not re-run on this release (an earlier run saw "
+    "the release's submit not return; the MP issue's author measured it resolving False)",
+)
 
 
 class BudgetExhausted(RuntimeError):
@@ -256,7 +262,7 @@ class Tier:
                     "server_pgid": main.pid,
                     "stall_seconds": STALL_SECONDS,
                     "successes": SUCCESSES,
-                    "never_stored_blocks": version in NEVER_STORED_BLOCKS_SUBMIT,
+                    "never_stored_not_run": NEVER_STORED_NOT_RUN.get(version),
                 }
                 if multi:
                     spec["multi"] = {"url": servers[1].url, "http_url": self._http(servers[1])}
