@@ -417,10 +417,6 @@ def failed_retrieve_steps(
     adapter and ours side by side, against the same server; then successes with ours."""
     timeout = spec["poll_timeout"]
     blocks = list(range(32, 64))
-    if spec.get("never_stored_not_run"):
-        with s.step("failed_retrieve_never_stored") as r:
-            r["not_run"] = spec["never_stored_not_run"]  # the reason (tier.py)
-        return
     with s.step("failed_retrieve_never_stored") as r:
         cls = worker_class()
         own = cls(
