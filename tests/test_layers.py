@@ -19,7 +19,6 @@ PACKAGE = ROOT / "lmcache_compat"
 #: Files outside ``tests/`` that still import a test module, each with why it is left. The
 #: list only shrinks: a new importer fails the test, and so does an entry that no longer imports.
 IMPORTS_TESTS_PENDING = {
-    "benchmarks/bench_mp_retrieves.py": "edited concurrently; its owner moves its imports",
     "benchmarks/bench_mp_server.py": "its helpers are the mp-servers tier's own modules "
     "(tests/tiers/mp_server/), edited concurrently; they move to tools/ after that work lands",
 }

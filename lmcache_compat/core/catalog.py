@@ -362,7 +362,9 @@ CATALOG: tuple[CapabilitySpec, ...] = (
         fallback_result="set() (an empty set) for a bare worker; not used by MPWorkerAdapter: "
         "its own retrieve tracking is get_block_ids_with_load_errors() there "
         "(lmcache_compat.mp.retrieves)",
-        impact="KV load failures cannot be detected: requests may compute on missing KV",
+        impact="the release's own worker adapter reports no failed retrieve (vLLM would compute "
+        "on missing KV); MPWorkerAdapter and LMCacheCompatMPConnector report them from their own "
+        "tracking",
         check=block_ids_check,
     ),
     CapabilitySpec(

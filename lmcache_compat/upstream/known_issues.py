@@ -6,7 +6,8 @@ it concerns, what goes wrong, how bad it is (``broken``: fails or computes wrong
 ``degraded``: works but loses something) and its fixes (typed :class:`Fix` records, a version a
 :class:`~packaging.version.Version`). ``source`` says how we know: ``verified`` rows are
 re-checked by this project's real tiers, ``scanned`` rows follow from the shipped release matrix
-(the method is absent in those releases), ``reference`` rows come from reading vLLM's sources.
+(the method is absent in those releases), ``reference`` rows come from reading vLLM's (or
+LMCache's) sources.
 
 :func:`verdict` judges a pair: a pair the shipped grid measured
 (:mod:`~lmcache_compat.upstream.grid`) by the measurement, the rest by the rows. Every issue found
@@ -16,7 +17,7 @@ is an :class:`Issue` (``doctor`` renders them).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from packaging.version import Version
@@ -101,8 +102,17 @@ def other(text: str) -> Fix:
 
 #: "use our connector": offered only where it can be built for the installed pair.
 USE_COMPAT = Fix("use-compat")
-#: "use our MP connector" (``kv_connector: LMCacheCompatMPConnector``, the same extra config).
+#: "use our MP connector" (``kv_connector: LMCacheCompatMPConnector``, the same extra config),
+#: said as such only where the grid measured it built beside the vLLM over the release (every
+#: MP cell ``ok``); :data:`USE_COMPAT_MP_UNBUILT` where it was not (see :func:`compat_mp_fix`).
 USE_COMPAT_MP = other("use LMCacheCompatMPConnector")
+#: What is known where the grid's cells of our MP connector are ``n/a`` (the release's adapter
+#: needs a running server to be built) or missing: it binds over the release's adapters, and
+#: was not built beside this vLLM.
+USE_COMPAT_MP_UNBUILT = other(
+    "use LMCacheCompatMPConnector (bound over this release's adapters; not yet built against "
+    "a server beside this vLLM)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,15 +304,31 @@ KNOWN_ISSUES: tuple[KnownIssue, ...] = (
         source="reference",
     ),
     KnownIssue(
+        # measured against real MP servers (a never-stored retrieve: finished, no failed ids):
+        # these four releases only
         key="mp-failed-retrieve-reported-loaded",
         vllm=ALL,
-        lmcache=(">=0.3.13,<=0.5.4",),
+        lmcache=("==0.4.6", "==0.4.7", "==0.5.0", "==0.5.4"),
         connector="vllm-mp",
         severity="degraded",
         problem="a retrieve that fails is reported to vLLM as a successful load by LMCache's "
-        "own adapter (LMCache#2865, #3388; fixed in 0.5.5)",
+        "own adapter (LMCache#2865, #3388; fixed in 0.5.5; measured on this release)",
         fixes=(USE_COMPAT_MP,),
         source="verified",
+    ),
+    KnownIssue(
+        # the same code read in the release's source, not run: 0.3.13 ... 0.4.5 have no CPU
+        # transfer (the worker needs CUDA IPC); 0.5.1 ... 0.5.3 were not measured
+        key="mp-failed-retrieve-reported-loaded",
+        vllm=ALL,
+        lmcache=(">=0.3.13,<=0.5.4,!=0.4.6,!=0.4.7,!=0.5.0,!=0.5.4",),
+        connector="vllm-mp",
+        severity="degraded",
+        problem="a retrieve that fails is reported to vLLM as a successful load by LMCache's "
+        "own adapter (LMCache#2865, #3388; fixed in 0.5.5; read from this release's source, "
+        "not run)",
+        fixes=(USE_COMPAT_MP,),
+        source="reference",
     ),
     KnownIssue(
         key="native-copy-range",
@@ -438,20 +464,42 @@ MP_ASPECT_WORDS = {
 }
 
 
+def compat_mp_fix(tier: VllmTier | None, lmcache: Version) -> Fix | None:
+    """How doctor offers our MP connector for ``lmcache`` beside ``tier``'s vLLM, from the
+    grid's cells of ``compat-mp``: :data:`USE_COMPAT_MP` where every cell is ``ok`` (built
+    there); ``None`` where one is ``degraded`` or ``broken``; else (``n/a``: the release's
+    adapter needs a running server to be built; or not measured)
+    :data:`USE_COMPAT_MP_UNBUILT`, which says only what is known."""
+    mp = tier.mp_pair(str(lmcache)) if tier is not None else None
+    ours = mp.connectors.get("compat-mp") if mp is not None else None
+    statuses = {c.status for c in ours.cells.values()} if ours is not None else set()
+    if statuses & {"degraded", "broken"}:
+        return None
+    if statuses == {"ok"}:
+        return USE_COMPAT_MP
+    return USE_COMPAT_MP_UNBUILT
+
+
+def _with_compat_mp_fix(found: Issue, fix: Fix | None) -> Issue:
+    """``found`` with :data:`USE_COMPAT_MP` replaced by ``fix`` (dropped for ``None``)."""
+    if USE_COMPAT_MP not in found.fixes or fix == USE_COMPAT_MP:
+        return found
+    fixes = tuple(
+        f for f in (fix if f == USE_COMPAT_MP else f for f in found.fixes) if f is not None
+    )
+    return replace(found, fixes=fixes)
+
+
 def _measured_mp_issues(tier: VllmTier, lmcache: Version, basis: str) -> list[Issue]:
-    """The reference MP connector's measured problems over this release, each with "use
-    LMCacheCompatMPConnector" where ours built there (``ok``, or ``n/a``: the release's adapter
-    needed a running server, the same for both)."""
+    """The reference MP connector's measured problems over this release, each with
+    :func:`compat_mp_fix` (what is known of ours there) as its fix."""
     mp = tier.mp_pair(str(lmcache))
     if mp is None or "vllm-mp" not in mp.connectors:
         return []
-    ours = mp.connectors.get("compat-mp")
+    fix = compat_mp_fix(tier, lmcache)
     found = []
     for aspect, cell in mp.connectors["vllm-mp"].problems():
-        our_cell = ours.cells.get(aspect) if ours is not None else None
-        fixes = (
-            (USE_COMPAT_MP,) if our_cell is not None and our_cell.status in ("ok", "n/a") else ()
-        )
+        fixes = (fix,) if fix is not None else ()
         found.append(
             Issue(
                 f"measured-mp-{aspect}",
@@ -490,8 +538,9 @@ def verdict(vllm: str | None, lmcache: str | None, *, compat_buildable: bool = T
     except LMCacheVersionError as exc:
         return Verdict("unknown", reason=str(exc))
     measured, notes = _measured_issues(v, lm, compat_buildable)
+    mp_fix = compat_mp_fix(load_grid().leans_on(str(v)), lm)
     rows = [
-        row.found(compat_buildable)
+        _with_compat_mp_fix(row.found(compat_buildable), mp_fix)
         for row in KNOWN_ISSUES
         if applies(row, v, lm) and not _measured_instead(row, v, lm)
     ]

@@ -152,3 +152,15 @@ def test_doctor_names_the_dropped_failed_retrieves_until_0_5_5(lmcache: str, lis
     if found:
         assert "LMCache#2865, #3388; fixed in 0.5.5" in found[0].problem
         assert "use LMCacheCompatMPConnector" in found[0].fix
+
+
+def test_the_catalog_says_the_mp_worker_tracks_failed_retrieves_itself() -> None:
+    """The MP row's impact is about the release's own adapter: MPWorkerAdapter (and so
+    LMCacheCompatMPConnector) reports failed retrieves on every release."""
+    from lmcache_compat import Capability
+
+    spec = Capability.MP_LOAD_ERROR_REPORTING.spec
+    assert "cannot be detected" not in spec.impact
+    assert "release's own worker adapter" in spec.impact
+    assert "MPWorkerAdapter" in spec.impact and "own tracking" in spec.impact
+    assert spec.impact in (Capability.MP_LOAD_ERROR_REPORTING.__doc__ or "")

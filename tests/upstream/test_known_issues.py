@@ -139,3 +139,105 @@ def test_every_measured_problem_is_in_the_verdict() -> None:
                     checked += 1
             assert rank[v.verdict] >= rank[worst], (tier.vllm, release, v.verdict)
     assert checked > 50
+
+
+# --- the MP rows: how we know, and what is offered --------------------------------------------
+
+FAILED_RETRIEVE = "mp-failed-retrieve-reported-loaded"
+
+
+@pytest.mark.parametrize(
+    ("lmcache", "source", "words"),
+    [
+        # measured against real MP servers (a never-stored retrieve reported loaded)
+        ("0.4.6", "verified", "measured on this release"),
+        ("0.4.7", "verified", "measured on this release"),
+        ("0.5.0", "verified", "measured on this release"),
+        ("0.5.4", "verified", "measured on this release"),
+        # read, not run: no CPU transfer before 0.4.6; 0.5.1 ... 0.5.3 not measured
+        ("0.3.13", "reference", "read from this release's source, not run"),
+        ("0.4.5", "reference", "read from this release's source, not run"),
+        ("0.5.1", "reference", "read from this release's source, not run"),
+        ("0.5.3", "reference", "read from this release's source, not run"),
+    ],
+)
+def test_failed_retrieve_row_says_measured_only_where_measured(
+    lmcache: str, source: str, words: str
+) -> None:
+    (found,) = [i for i in verdict("0.32.0", lmcache).issues if i.key == FAILED_RETRIEVE]
+    assert found.source == source
+    assert words in found.problem
+    assert "measured" not in found.problem or source == "verified"
+
+
+def test_failed_retrieve_rows_cover_0_3_13_to_0_5_4_once() -> None:
+    from packaging.version import Version
+
+    from lmcache_compat.upstream.known_issues import applies
+
+    rows = [r for r in KNOWN_ISSUES if r.key == FAILED_RETRIEVE]
+    for release in [r.version for r in load_matrix().rows]:
+        hits = [r for r in rows if applies(r, Version("0.32.0"), Version(release))]
+        inside = Version("0.3.13") <= Version(release) <= Version("0.5.4")
+        assert len(hits) == (1 if inside else 0), release
+
+
+UNBUILT = (
+    "use LMCacheCompatMPConnector (bound over this release's adapters; not yet built against "
+    "a server beside this vLLM)"
+)
+
+
+def test_mp_fix_where_our_mp_connector_stopped_for_want_of_a_server() -> None:
+    """The shipped grid: every compat-mp cell is n/a (needs a running server): the fix says
+    only what is known, for the measured break and for the rows alike."""
+    for lmcache, key in (("0.3.13", "measured-mp-builds"), ("0.5.4", FAILED_RETRIEVE)):
+        found = next(i for i in verdict("0.32.0", lmcache).issues if i.key == key)
+        assert [str(f) for f in found.fixes] == [UNBUILT], (lmcache, key)
+    misbinding = next(
+        i for i in verdict("0.15.1", "0.5.0").issues if i.key == "mp-server-url-misbinding"
+    )
+    assert [str(f) for f in misbinding.fixes] == ["upgrade vLLM to >= 0.22.1", UNBUILT]
+
+
+def _grid_with_compat_mp(status: str) -> object:
+    """The shipped grid with every compat-mp cell of vLLM 0.32.0 set to ``status``."""
+    from dataclasses import replace
+
+    from lmcache_compat.upstream.grid import Cell, ConnectorRun, Grid, PairResult, load_grid
+
+    grid = load_grid()
+    tiers = []
+    for tier in grid.tiers:
+        if tier.vllm == "0.32.0":
+            mp = {
+                v: PairResult(
+                    v,
+                    {
+                        **p.connectors,
+                        "compat-mp": ConnectorRun(
+                            {a: Cell(status, "measured") for a in ("builds", "worker")}  # type: ignore[arg-type]
+                        ),
+                    },
+                )
+                for v, p in tier.mp.items()
+            }
+            tiers.append(replace(tier, mp=mp))
+        else:
+            tiers.append(tier)
+    return Grid(tiers, grid.meta)
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [("ok", ["use LMCacheCompatMPConnector"]), ("n/a", [UNBUILT]), ("broken", [])],
+)
+def test_mp_fix_follows_our_cell(
+    monkeypatch: pytest.MonkeyPatch, status: str, expected: list[str]
+) -> None:
+    from lmcache_compat.upstream import known_issues
+
+    monkeypatch.setattr(known_issues, "load_grid", lambda: _grid_with_compat_mp(status))
+    for lmcache, key in (("0.3.13", "measured-mp-builds"), ("0.5.4", FAILED_RETRIEVE)):
+        found = next(i for i in verdict("0.32.0", lmcache).issues if i.key == key)
+        assert [str(f) for f in found.fixes] == expected, (status, key)

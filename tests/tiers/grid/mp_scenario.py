@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.tiers.grid.mp_cells import NEEDS_SERVER, NEEDS_SERVER_PREFIX
 from tests.tiers.real.scheduler import harness as h
 
 #: connector key -> (kv_connector, kv_connector_module_path)
@@ -40,10 +41,6 @@ MP_CONNECTORS: dict[str, tuple[str, str | None]] = {
 #: Seconds a request to the (absent) server waits: a connector that asks the server while it is
 #: built fails after this (recorded), instead of waiting the default 300 s.
 MQ_TIMEOUT = 2.0
-#: What a release's adapter raises when it reaches for its server while it is built (0.4.7
-#: on, measured): not a connector failure; scheduling against real servers is the mp-servers
-#: tier's.
-NEEDS_SERVER = "Cannot reach the LMCache MP server"
 #: Seconds a role may take to build: releases before 0.4.2 have no ``mq_timeout`` and wait for
 #: the absent server without end (their first request, the chunk size, blocks in ZMQ).
 BUILD_TIMEOUT = 15
@@ -108,7 +105,7 @@ def run_mp_connector(key: str, tmp: Path) -> dict[str, Any]:
     except BaseException as exc:
         line = _line(exc)
         if NEEDS_SERVER in line:  # the release's adapter connects while it is built
-            cells["builds"] = cell("n/a", f"needs a running server to build: {line}")
+            cells["builds"] = cell("n/a", NEEDS_SERVER_PREFIX + line)
         else:
             cells["builds"] = cell("broken", f"the scheduler role does not build: {line}")
         return {"cells": cells, "facts": facts}
@@ -131,7 +128,7 @@ def run_mp_connector(key: str, tmp: Path) -> dict[str, Any]:
     except BaseException as exc:
         line = _line(exc)
         if NEEDS_SERVER in line:
-            cells["worker"] = cell("n/a", f"needs a running server to build: {line}")
+            cells["worker"] = cell("n/a", NEEDS_SERVER_PREFIX + line)
         else:
             cells["worker"] = cell("broken", f"the worker role does not build: {line}")
         return {"cells": cells, "facts": facts}

@@ -41,7 +41,7 @@ from lmcache_compat.upstream.matrix import load_matrix
 from tests.tiers.mp_server.survey import CUDA_ONLY_WORKER
 from tests.tiers.mp_server.tier import (
     MQ_TIMEOUT,
-    NEVER_STORED_BLOCKS_SUBMIT,
+    RETRIEVES_FAIL_AFTER_A_MISS,
     STALL_SECONDS,
     Tier,
     default_budget,
@@ -330,9 +330,6 @@ def test_failed_retrieve_never_stored_reference_vs_ours(tier: Tier, version: str
     if r["transfer_flags"] is None:  # no CPU transfer mode: the worker cannot run (above)
         return
     f = ok(steps(r)["failed_retrieve_never_stored"])
-    if version in NEVER_STORED_BLOCKS_SUBMIT:
-        assert "not_run" in f and "successful_retrieves" not in steps(r)
-        return
     blocks = f["op_block_ids"]
     assert f["own_lookup_hits"] == 0 and f["ours_lookup_hits"] == 0
     own, ours = f["own"], f["ours"]
@@ -350,9 +347,12 @@ def test_no_false_failure_over_successful_retrieves(tier: Tier, version: str) ->
     r = job(tier, f"release-{version}")
     if r["transfer_flags"] is None:
         return
-    if version in NEVER_STORED_BLOCKS_SUBMIT:
-        return
     g = ok(steps(r)["successful_retrieves"])
+    if version in RETRIEVES_FAIL_AFTER_A_MISS:
+        # measured: after the never-stored retrieve every retrieve on that worker fails (tier.py);
+        # each is reported, with its op's 32 block ids, on the pass that finishes it
+        assert g["finished"] == g["retrieves"] > 0 and g["false_failure_ids"] == 32 * g["retrieves"]
+        return
     assert g["finished"] == g["retrieves"] and g["false_failure_ids"] == 0, g
 
 
