@@ -23,11 +23,6 @@ ALLOWED: dict[str, str] = {
         "collection branch (`if self.flow:`) as a method `read_flow(line, i, c, after) -> "
         "(i, node_start)`, leaving about 50 lines"
     ),
-    "lmcache_compat/report/doctor/sglang.py::sglang_check": (
-        "edited concurrently at the time of the split. Proposed: `_plugin_and_fixes(found, "
-        "sglang, good) -> (PluginJSON, list[Fix])` and `_own_integration_issues(pair, classes, "
-        "fixes) -> list[Issue]`, leaving about 40 lines"
-    ),
 }
 
 

@@ -20,6 +20,7 @@ from lmcache_compat.sglang.plugin import BACKEND_NAME
 from lmcache_compat.upstream.known_issues import Fix, Issue, other, overall
 
 if TYPE_CHECKING:
+    from lmcache_compat.sglang.decisions import Plan
     from lmcache_compat.sglang.known.bind import ModeJSON, PairVerdict
     from lmcache_compat.sglang.known.reader import SglangFacts
     from lmcache_compat.upstream.matrix import ReleaseRow
@@ -137,6 +138,15 @@ def sglang_check(
     row = _row(lmcache, result)
     pair = bind_pair(facts, row)
     found = plan(facts, lmcache, row.capabilities, config_file=True)
+    plugin, fixes = _plugin_and_fixes(found, sglang, good)
+    issues = _own_integration_issues(default_mode(pair.modes), classes, fixes)
+    return SglangCheck(sglang, classes, pair, good, tuple(issues), plugin)
+
+
+def _plugin_and_fixes(found: Plan, sglang: str, good: str) -> tuple[PluginJSON, list[Fix]]:
+    """What the lmcache-compat backend does for the pair (``found``: its plan), and the fixes
+    doctor offers: the backend where it serves the pair, else the LMCache releases sglang's own
+    integration works with."""
     plugin: PluginJSON = {
         "serves": found.serves,
         "line": found.line(),
@@ -156,29 +166,37 @@ def sglang_check(
         fixes.append(
             other(f"use an LMCache release sglang {sglang}'s own integration works with: {good}")
         )
+    return plugin, fixes
+
+
+def _own_integration_issues(
+    mode: ModeJSON | None, classes: tuple[str, ...], fixes: list[Fix]
+) -> list[Issue]:
+    """sglang's own integration in its default mode (``None``: nothing bound): broken, and
+    each condition it works under."""
     issues: list[Issue] = []
-    mode = default_mode(pair.modes)
-    if mode is not None:
-        if mode["status"] == "broken":
-            issues.append(
-                Issue(
-                    "sglang-own-integration",
-                    "sglang",
-                    "broken",
-                    f"{', '.join(classes)} ({mode['mode']} mode): {mode['reasons'][0]}",
-                    tuple(fixes),
-                    _SOURCE,
-                )
+    if mode is None:
+        return issues
+    if mode["status"] == "broken":
+        issues.append(
+            Issue(
+                "sglang-own-integration",
+                "sglang",
+                "broken",
+                f"{', '.join(classes)} ({mode['mode']} mode): {mode['reasons'][0]}",
+                tuple(fixes),
+                _SOURCE,
             )
-        for condition in mode["conditions"]:
-            issues.append(
-                Issue(
-                    "sglang-own-integration-condition",
-                    "sglang",
-                    "degraded",
-                    condition,
-                    tuple(f for f in fixes if "backend" in f.detail),
-                    _SOURCE,
-                )
+        )
+    for condition in mode["conditions"]:
+        issues.append(
+            Issue(
+                "sglang-own-integration-condition",
+                "sglang",
+                "degraded",
+                condition,
+                tuple(f for f in fixes if "backend" in f.detail),
+                _SOURCE,
             )
-    return SglangCheck(sglang, classes, pair, good, tuple(issues), plugin)
+        )
+    return issues
