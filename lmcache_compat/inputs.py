@@ -358,18 +358,7 @@ class _YamlScan:
                 node_start, spaced = True, False
                 continue
             if self.flow:
-                if c in "]}":
-                    self.flow -= 1
-                    node_start = False
-                elif c == "," or (c in ":?" and after in _FLOW_AFTER):
-                    node_start = True
-                else:
-                    end = _plain_end(_PLAIN_FLOW, line, i)
-                    self.scalar(line[i:end])
-                    i = end
-                    node_start, spaced = False, False
-                    continue
-                i += 1
+                i, node_start = self.read_flow(line, i, c, after)
                 spaced = False
                 continue
             if node_start and c in "|>":
@@ -392,6 +381,18 @@ class _YamlScan:
             self.scalar(line[i:end])
             i = end
             node_start = spaced = False
+
+    def read_flow(self, line: str, i: int, c: str, after: str) -> tuple[int, bool]:
+        """One token inside a flow collection at ``line[i]`` (``c``; ``after``: the next
+        character): where the scan goes on, and whether a node may begin there."""
+        if c in "]}":
+            self.flow -= 1
+            return i + 1, False
+        if c == "," or (c in ":?" and after in _FLOW_AFTER):
+            return i + 1, True
+        end = _plain_end(_PLAIN_FLOW, line, i)
+        self.scalar(line[i:end])
+        return end, False
 
     def skip_quoted(self, line: str, i: int) -> int:
         """Past the end of the quoted scalar that continues at ``line[i]`` (or the line's end)."""
